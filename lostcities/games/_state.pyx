@@ -1,0 +1,146 @@
+# cython: language_level=3
+"""Base class of the game kernels, plus the Python-visible views and the
+C-level random playout loop shared by every game (see ``_state.pxd``)."""
+
+import numpy as np
+
+cimport numpy as cnp
+from libc.stdint cimport uint8_t, uint64_t
+
+from lostcities._rng cimport Rng, rng_below, rng_choice, rng_init
+
+cnp.import_array()
+
+
+cdef class GameState:
+    # --- the C interface: concrete games override all of these -------------
+    cdef void reset(self, Rng* rng) noexcept:
+        pass
+
+    cdef int current_player(self) noexcept:
+        return TERMINAL_PLAYER
+
+    cdef int legal_mask(self, uint8_t* mask) noexcept:
+        return 0
+
+    cdef int legal_actions(self, int* out) noexcept:
+        cdef uint8_t[512] mask
+        cdef int a, n = 0
+        self.legal_mask(mask)
+        for a in range(self.num_actions):
+            if mask[a]:
+                out[n] = a
+                n += 1
+        return n
+
+    cdef int chance_outcomes(self, int* actions, double* probs) noexcept:
+        return 0
+
+    cdef void apply(self, int action) noexcept:
+        pass
+
+    cdef void returns(self, double* out) noexcept:
+        out[0] = 0.0
+        out[1] = 0.0
+
+    cdef void encode(self, int player, float* out) noexcept:
+        pass
+
+    cdef void reshuffle(self, Rng* rng) noexcept:
+        pass
+
+    cdef GameState clone(self):
+        raise NotImplementedError
+
+    cdef void copy_from(self, GameState other) noexcept:
+        pass
+
+    # --- Python views (unchecked; the wrappers in lostcities.games validate) --
+    def player(self) -> int:
+        """0 or 1 to act, -1 at a chance node, -2 when terminal."""
+        return self.current_player()
+
+    def legal(self):
+        """Legal action ids, ascending, int32 array."""
+        cdef int[512] out
+        cdef int n = self.legal_actions(out)
+        return np.array([out[i] for i in range(n)], dtype=np.int32)
+
+    def mask(self):
+        """Legal-action mask, uint8 array of shape (num_actions,)."""
+        cdef cnp.ndarray[cnp.uint8_t, ndim=1] out = np.zeros(self.num_actions, dtype=np.uint8)
+        self.legal_mask(<uint8_t*>out.data)
+        return out
+
+    def chance(self):
+        """(actions int32 array, probabilities float64 array) at a chance node."""
+        cdef int[MAX_CHANCE_OUTCOMES] actions
+        cdef double[MAX_CHANCE_OUTCOMES] probs
+        cdef int n = self.chance_outcomes(actions, probs)
+        return (np.array([actions[i] for i in range(n)], dtype=np.int32),
+                np.array([probs[i] for i in range(n)], dtype=np.float64))
+
+    def step(self, int action):
+        """Apply ``action`` without checking it (the wrappers check)."""
+        self.apply(action)
+
+    def encoding(self, int player):
+        """Information-state features of ``player``, float32 (encoding_size,)."""
+        cdef cnp.ndarray[cnp.float32_t, ndim=1] out = np.zeros(self.encoding_size,
+                                                                dtype=np.float32)
+        self.encode(player, <float*>out.data)
+        return out
+
+    def payoffs(self):
+        """Terminal returns of both players, float64 (2,)."""
+        cdef double[2] out
+        self.returns(out)
+        return np.array([out[0], out[1]], dtype=np.float64)
+
+    def copy(self):
+        return self.clone()
+
+    def shuffle_hidden(self, uint64_t key):
+        """Redraw the hidden chance order (the Lost Cities draw pile) from a
+        stream keyed by ``key``."""
+        cdef Rng rng
+        rng_init(&rng, key)
+        self.reshuffle(&rng)
+
+
+def random_playouts(GameState prototype, long games, uint64_t key):
+    """Play ``games`` uniformly random games entirely at C level.
+
+    Each game starts from ``prototype.reset`` with one stream (so Lost Cities
+    gets a fresh deal per game); chance nodes are sampled with their true
+    probabilities. Returns (total actions applied, sum of player 0 returns).
+    This is the loop the engine benchmark measures.
+    """
+    cdef GameState state = prototype.clone()
+    cdef Rng rng
+    cdef int[512] legal
+    cdef int[MAX_CHANCE_OUTCOMES] actions
+    cdef double[MAX_CHANCE_OUTCOMES] probs
+    cdef double[2] ret
+    cdef long g, steps = 0
+    cdef int n, player
+    cdef double total = 0.0
+    if prototype.num_actions > 512:
+        raise ValueError("random_playouts supports at most 512 actions")
+    rng_init(&rng, key)
+    for g in range(games):
+        state.reset(&rng)
+        while True:
+            player = state.current_player()
+            if player == TERMINAL_PLAYER:
+                break
+            if player == CHANCE_PLAYER:
+                n = state.chance_outcomes(actions, probs)
+                state.apply(actions[rng_choice(&rng, probs, n)])
+            else:
+                n = state.legal_actions(legal)
+                state.apply(legal[rng_below(&rng, n)])
+            steps += 1
+        state.returns(ret)
+        total += ret[0]
+    return steps, total

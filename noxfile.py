@@ -1,0 +1,37 @@
+"""Project sessions: ``nox -s tests lint bench`` (``typecheck``/``smoke`` come with later issues)."""
+
+from pathlib import Path
+
+import nox
+
+nox.options.sessions = ["tests", "lint"]
+nox.options.reuse_existing_virtualenvs = True
+
+TORCH = "torch==2.13.0"  # the CPU wheel that is on disk; other versions download gigabytes
+
+
+def install(session: nox.Session, extras: str) -> None:
+    session.install(TORCH)
+    session.install("-e", f".[{extras}]")
+
+
+@nox.session(python="3.11")
+def tests(session: nox.Session) -> None:
+    """The default test run (slow learning tests excluded; pass `-- -m slow` for them)."""
+    install(session, "test")
+    session.run("pytest", "-q", *session.posargs)
+
+
+@nox.session(python="3.11")
+def lint(session: nox.Session) -> None:
+    session.install("ruff>=0.6")
+    session.run("ruff", "check", ".")
+    session.run("ruff", "format", "--check", ".")
+
+
+@nox.session(python="3.11")
+def bench(session: nox.Session) -> None:
+    """Every benchmark under benchmarks/, each printing side-by-side ratios."""
+    install(session, "test")
+    for script in sorted(Path("benchmarks").glob("bench_*.py")):
+        session.run("python", str(script), *session.posargs)
