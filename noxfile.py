@@ -1,4 +1,4 @@
-"""Project sessions: ``nox -s tests lint bench`` (``typecheck``/``smoke`` come with later issues)."""
+"""Project sessions: ``nox -s tests lint bench``."""
 
 from pathlib import Path
 

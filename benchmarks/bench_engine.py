@@ -18,7 +18,6 @@ import sys
 import time
 
 from lostcities.games._state import random_playouts
-
 from lostcities.games.lost_cities import LostCitiesGame
 from lostcities.games.rules import RulesState
 from lostcities.rng import Stream, stream_key

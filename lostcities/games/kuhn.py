@@ -38,7 +38,6 @@ from lostcities.games._kuhn import KuhnState
 from lostcities.games.small_game import CHANCE, TERMINAL, SmallGame, check_player
 
 __all__ = [
-    "KuhnState",
     "BET",
     "CARD_NAMES",
     "CHANCE",
@@ -49,6 +48,7 @@ __all__ = [
     "PASS",
     "TERMINAL",
     "KuhnGame",
+    "KuhnState",
 ]
 
 NUM_CARDS = 3

@@ -50,7 +50,6 @@ from lostcities.games._leduc import LeducState
 from lostcities.games.small_game import CHANCE, TERMINAL, SmallGame, check_player
 
 __all__ = [
-    "LeducState",
     "CALL",
     "CARD_NAMES",
     "CHANCE",
@@ -62,6 +61,7 @@ __all__ = [
     "RAISE",
     "TERMINAL",
     "LeducGame",
+    "LeducState",
     "rank",
 ]
 

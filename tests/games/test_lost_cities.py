@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from lostcities.games._state import random_playouts
 
 from lostcities.games import lost_cities_spec as spec
+from lostcities.games._state import random_playouts
 from lostcities.games.lost_cities import LostCitiesGame
 from lostcities.games.rules import RulesState, expedition_score
 from lostcities.rng import Stream
