@@ -20,6 +20,7 @@ cdef enum:
     PURPOSE_TRAVERSER = 4
     PURPOSE_ROLLOUT = 5
     PURPOSE_BRANCH = 6
+    # 7.. are Python-side purposes (lostcities.rng.Purpose): memory, training, ...
 
 cdef struct Rng:
     uint64_t state

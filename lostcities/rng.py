@@ -27,6 +27,10 @@ class Purpose(IntEnum):
     TRAVERSER = 4
     ROLLOUT = 5
     BRANCH = 6
+    MEMORY = 7
+    TRAINING = 8
+    NETWORK_INIT = 9
+    EVALUATION = 10
 
 
 def mix64(z: int) -> int:

@@ -1,0 +1,50 @@
+"""Games on one C-level interface: Lost Cities, Kuhn poker, Leduc poker.
+
+``make_game(cfg)`` is the one place that maps a game name to its kernel;
+everything downstream (traversal, networks, evaluation) works from the
+returned ``GameSpec``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from lostcities.config import GameConfig
+from lostcities.games._state import GameState
+
+GAMES = ("lost_cities", "kuhn", "leduc")
+
+
+@dataclass(frozen=True)
+class GameSpec:
+    name: str
+    prototype: GameState  # a kernel state; traversals reset copies of it
+    num_actions: int
+    encoding_size: int
+    small: bool  # exact exploitability is computable (Kuhn, Leduc)
+
+
+def make_game(cfg: GameConfig) -> GameSpec:
+    if cfg.name == "lost_cities":
+        from lostcities.games.lost_cities import LostCitiesGame
+
+        prototype = LostCitiesGame.from_seed(0, max_turns=cfg.max_turns).kernel
+    elif cfg.name == "kuhn":
+        from lostcities.games.kuhn import KuhnGame
+
+        prototype = KuhnGame.new().kernel
+    elif cfg.name == "leduc":
+        from lostcities.games.leduc import LeducGame
+
+        prototype = LeducGame.new().kernel
+    else:
+        raise ValueError(f"game.name must be one of {GAMES}, got {cfg.name!r}")
+    if cfg.utility not in ("score_diff", "win_loss"):
+        raise ValueError(f"game.utility must be 'score_diff' or 'win_loss', got {cfg.utility!r}")
+    return GameSpec(
+        cfg.name,
+        prototype,
+        prototype.num_actions,
+        prototype.encoding_size,
+        small=cfg.name != "lost_cities",
+    )

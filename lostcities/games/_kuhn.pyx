@@ -41,7 +41,6 @@ cdef struct KuhnData:
 
 
 @cython.final
-@cython.freelist(32)
 cdef class KuhnState(GameState):
     """C-level Kuhn poker state. Use ``lostcities.games.kuhn.KuhnGame``."""
 

@@ -54,7 +54,6 @@ cdef struct LeducData:
 
 
 @cython.final
-@cython.freelist(32)
 cdef class LeducState(GameState):
     """C-level Leduc poker state. Use ``lostcities.games.leduc.LeducGame``."""
 

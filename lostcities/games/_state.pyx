@@ -100,6 +100,21 @@ cdef class GameState:
     def copy(self):
         return self.clone()
 
+    def reset_from_state(self, uint64_t state):
+        """``reset`` with an Rng whose state is ``state``; returns the advanced
+        state (lets a Python twin share one stream with this call)."""
+        cdef Rng rng
+        rng.state = state
+        self.reset(&rng)
+        return rng.state
+
+    def reshuffle_from_state(self, uint64_t state):
+        """``reshuffle`` with an Rng whose state is ``state``; returns the advanced state."""
+        cdef Rng rng
+        rng.state = state
+        self.reshuffle(&rng)
+        return rng.state
+
     def shuffle_hidden(self, uint64_t key):
         """Redraw the hidden chance order (the Lost Cities draw pile) from a
         stream keyed by ``key``."""

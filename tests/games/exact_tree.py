@@ -1,8 +1,12 @@
-"""Exact tree walks over the small games, for the Kuhn and Leduc tests.
+"""Exact tree walks over the small games: the deliberately slow, independent
+reference for the package evaluator :mod:`lostcities.cfr.exploitability`.
 
-Test-only helpers (a reusable tabular best response for the package is a
-separate piece of work): enumerate every history, compute a profile's exact
-expected value, and a player's exact best-response value against it.
+Kept only as a cross-check, never for speed: it recurses over the game
+wrappers and looks policies up by information-state string, sharing no code
+and no data layout with the evaluator's flat level-by-level arrays, so
+``tests/cfr/test_exploitability.py`` can compare the two on random policies.
+Known answers (game values, NashConv) are tested there, with the package
+evaluator. The game tests use :func:`histories` to enumerate the tree.
 
 A *policy* is a callable ``policy(game) -> sequence of NUM_ACTIONS
 probabilities`` evaluated at decision nodes (zero on illegal actions);
@@ -31,12 +35,6 @@ def histories(root: SmallGame) -> Iterator[tuple[tuple[int, ...], SmallGame]]:
         actions = [a for a, _ in game.chance_outcomes()] if game.is_chance else game.legal_actions()
         for action in reversed(actions):
             stack.append((history + (action,), game.child(action)))
-
-
-def uniform(game: SmallGame) -> list[float]:
-    """The uniform policy over the legal actions."""
-    mask = game.legal_mask()
-    return list(mask / mask.sum())
 
 
 def tabular(table: Mapping[str, Sequence[float]]) -> Policy:
@@ -112,10 +110,3 @@ def best_response_value(root: SmallGame, policy: Policy, player: int) -> float:
         return sum(probs[a] * value(game.child(a)) for a in game.legal_actions() if probs[a] > 0)
 
     return value(root)
-
-
-def nash_conv(root: SmallGame, policy: Policy) -> float:
-    """Sum over players of what a best response gains over ``policy``'s value
-    (zero exactly at a Nash equilibrium)."""
-    values = expected_returns(root, policy)
-    return sum(best_response_value(root, policy, p) - values[p] for p in (0, 1))

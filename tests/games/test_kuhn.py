@@ -1,5 +1,7 @@
-"""Kuhn poker: known answers (tree size, game value -1/18, OpenSpiel's uniform
-NashConv), hand-played payoffs, the encoding layout and the C-level playout."""
+"""Kuhn poker: known answers (tree size, information sets), hand-played
+payoffs, the encoding layout and the C-level playout. The game value -1/18
+and OpenSpiel's uniform NashConv are checked with the package evaluator in
+tests/cfr/test_exploitability.py."""
 
 from __future__ import annotations
 
@@ -8,14 +10,7 @@ from collections import Counter
 
 import numpy as np
 import pytest
-from exact_tree import (
-    best_response_value,
-    expected_returns,
-    histories,
-    nash_conv,
-    tabular,
-    uniform,
-)
+from exact_tree import histories
 
 from lostcities.games import _state, kuhn
 from lostcities.games.kuhn import BET, PASS, KuhnGame
@@ -26,32 +21,6 @@ def play(*actions: int) -> KuhnGame:
     for action in actions:
         game.apply(action)
     return game
-
-
-def nash_profile(alpha: float) -> dict[str, list[float]]:
-    """Kuhn's equilibrium family (Kuhn 1950), alpha in [0, 1/3].
-
-    Player 0: J bets w.p. alpha and folds to a bet; Q checks and, facing a
-    bet after checking, calls w.p. alpha + 1/3; K bets w.p. 3 alpha and
-    otherwise check-calls. Player 1: J folds to a bet and bets w.p. 1/3 after
-    a check; Q calls a bet w.p. 1/3 and checks behind; K always bets/calls.
-    Keys are information-state strings (card id, then p/b per action)."""
-    return {
-        # player 0
-        "0": [1 - alpha, alpha],
-        "0pb": [1.0, 0.0],
-        "1": [1.0, 0.0],
-        "1pb": [2 / 3 - alpha, 1 / 3 + alpha],
-        "2": [1 - 3 * alpha, 3 * alpha],
-        "2pb": [0.0, 1.0],
-        # player 1
-        "0p": [2 / 3, 1 / 3],
-        "0b": [1.0, 0.0],
-        "1p": [1.0, 0.0],
-        "1b": [2 / 3, 1 / 3],
-        "2p": [0.0, 1.0],
-        "2b": [0.0, 1.0],
-    }
 
 
 # --- the whole tree ------------------------------------------------------------
@@ -75,7 +44,8 @@ def test_tree_counts_and_infosets():
     assert sum(kinds.values()) == 58
     # 3 cards x 2 nodes per player: player 0 at "" and "pb", player 1 at "p" and "b".
     assert len(infosets[0]) == len(infosets[1]) == 6
-    assert infosets[0] | infosets[1] == set(nash_profile(0.0))
+    assert infosets[0] == {"0", "1", "2", "0pb", "1pb", "2pb"}
+    assert infosets[1] == {"0p", "1p", "2p", "0b", "1b", "2b"}
 
 
 def test_chance_sums_to_one_and_returns_are_zero_sum():
@@ -108,32 +78,6 @@ def test_hand_played_returns(betting, expected):
     flipped = play(0, 1, *betting)  # player 0 J, player 1 Q: showdowns flip
     showdown = betting not in ((BET, PASS), (PASS, BET, PASS))
     assert flipped.returns() == ((-expected[0], -expected[1]) if showdown else expected)
-
-
-def test_nash_value_is_minus_one_eighteenth_and_unexploitable():
-    root = KuhnGame.new()
-    for alpha in (0.0, 1 / 6, 1 / 3):
-        policy = tabular(nash_profile(alpha))
-        v0, v1 = expected_returns(root, policy)
-        assert abs(v0 - (-1 / 18)) < 1e-12
-        assert abs(v0 + v1) < 1e-15
-        # Neither player gains by deviating: the best-response values equal the profile's.
-        assert abs(best_response_value(root, policy, 0) - v0) < 1e-12
-        assert abs(best_response_value(root, policy, 1) - v1) < 1e-12
-        assert abs(nash_conv(root, policy)) < 1e-12
-
-
-def test_best_response_is_not_trivially_zero():
-    # OpenSpiel exploitability_test: uniform Kuhn has best responses 1/2 and 5/12,
-    # NashConv 11/12; the uniform profile's value for player 0 is 1/8.
-    root = KuhnGame.new()
-    assert expected_returns(root, uniform) == pytest.approx((0.125, -0.125), abs=1e-12)
-    assert abs(best_response_value(root, uniform, 0) - 0.5) < 1e-12
-    assert abs(best_response_value(root, uniform, 1) - 5 / 12) < 1e-12
-    assert abs(nash_conv(root, uniform) - 11 / 12) < 1e-12
-    # Player 1 exploits a player 0 who always bets by calling only with K.
-    always_bet = tabular({k: [0.0, 1.0] for k in nash_profile(0.0)})
-    assert best_response_value(root, always_bet, 1) == pytest.approx(1 / 3, abs=1e-12)
 
 
 # --- the wrapper's API and errors ------------------------------------------------

@@ -1,6 +1,7 @@
-"""Leduc poker: known answers (tree size, 936 infosets, OpenSpiel's uniform
-value and NashConv), hand-played payoffs, legality, the encoding layout,
-OpenSpiel's information-state strings and the C-level playout."""
+"""Leduc poker: known answers (tree size, 936 infosets), hand-played payoffs,
+legality, the encoding layout, OpenSpiel's information-state strings and the
+C-level playout. OpenSpiel's uniform value and NashConv are checked with the
+package evaluator in tests/cfr/test_exploitability.py."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from collections import Counter
 
 import numpy as np
 import pytest
-from exact_tree import best_response_value, expected_returns, histories, nash_conv, uniform
+from exact_tree import histories
 
 from lostcities.games import _state, leduc
 from lostcities.games.leduc import CALL, FOLD, RAISE, LeducGame
@@ -69,16 +70,6 @@ def test_chance_sums_to_one_and_returns_are_zero_sum(tree):
             payoffs.add(abs(r0))
     # Folds lose 1, 3, 5 (round 1) or 3..9 (round 2); showdowns win 1..13 or split.
     assert payoffs == {0.0, 1.0, 3.0, 5.0, 7.0, 9.0, 11.0, 13.0}
-
-
-def test_uniform_value_and_nash_conv_match_openspiel():
-    # Published for OpenSpiel's leduc_poker: uniform returns (-0.078125, +0.078125)
-    # and NashConv 4.747222222222222 (exploitability_test / nash_conv tests).
-    root = LeducGame.new()
-    v0, v1 = expected_returns(root, uniform)
-    assert abs(v0 - (-0.078125)) < 1e-12 and abs(v0 + v1) < 1e-15
-    assert abs(nash_conv(root, uniform) - 4.747222222222222) < 1e-12
-    assert best_response_value(root, uniform, 0) > v0
 
 
 # --- hand-played sequences ---------------------------------------------------------

@@ -1,0 +1,403 @@
+# cython: language_level=3
+"""Deep CFR traversal kernel over the C-level ``GameState`` interface.
+
+One ``Traverser`` runs traversals of any game; the only call out to Python
+per decision node is the policy query (a batch of rows in the rollout
+scheme). All randomness comes from streams keyed by
+``(seed, iteration, player, traversal index, purpose)``, so a traversal's
+samples depend on its ID alone, never on the worker that ran it.
+
+Schemes
+- external: textbook external sampling (the traverser tries every action,
+  opponent and chance are sampled). Exact and cheap on Kuhn and Leduc,
+  exponential on Lost Cities.
+- rollout: the traverser's trajectory follows a fixed uniform sampling
+  policy, the opponent follows sigma and chance its true distribution. Each
+  traverser decision node on the trajectory branches with probability
+  ``branch_prob``; a branching node tries every legal action and estimates
+  each action's value by ``rollouts`` on-policy playouts (both players on
+  sigma, the hidden draw pile reshuffled per playout). The sampling weight
+  of an infoset does not change across iterations, so regret matching on
+  the accumulated regrets stays unbiased (the ESCHER argument).
+
+``lostcities/cfr/traversal.py`` is the documented wrapper, and holds the
+pure-Python twin used by the property tests.
+"""
+
+import numpy as np
+
+cimport numpy as cnp
+from libc.stdint cimport int8_t, uint8_t, uint64_t
+from libc.string cimport memcpy
+
+from lostcities._rng cimport (PURPOSE_BRANCH, PURPOSE_CHANCE, PURPOSE_OPPONENT, PURPOSE_ROLLOUT,
+                              PURPOSE_TRAVERSER, Rng, rng_below, rng_choice, rng_init,
+                              rng_next, rng_uniform, stream_key)
+from lostcities.games._state cimport CHANCE_PLAYER, MAX_CHANCE_OUTCOMES, TERMINAL_PLAYER, GameState
+
+cnp.import_array()
+
+SCHEMES = ("external", "rollout")
+
+
+cdef class SampleBuffer:
+    """Growable rows of (features float32 [d], mask uint8 [A], target float32 [A])."""
+
+    cdef public object features, masks, targets
+    cdef public Py_ssize_t size
+    cdef float[:, ::1] f
+    cdef uint8_t[:, ::1] m
+    cdef float[:, ::1] y
+
+    def __init__(self, int dim, int num_actions, Py_ssize_t capacity=64):
+        self.features = np.zeros((capacity, dim), dtype=np.float32)
+        self.masks = np.zeros((capacity, num_actions), dtype=np.uint8)
+        self.targets = np.zeros((capacity, num_actions), dtype=np.float32)
+        self.f, self.m, self.y = self.features, self.masks, self.targets
+        self.size = 0
+
+    cdef Py_ssize_t add(self):
+        """Reserve one row (zeroed) and return its index."""
+        cdef Py_ssize_t cap = self.f.shape[0]
+        if self.size == cap:
+            self.features = np.concatenate([self.features, np.zeros_like(self.features)])
+            self.masks = np.concatenate([self.masks, np.zeros_like(self.masks)])
+            self.targets = np.concatenate([self.targets, np.zeros_like(self.targets)])
+            self.f, self.m, self.y = self.features, self.masks, self.targets
+        self.size += 1
+        return self.size - 1
+
+    def take(self):
+        """(features, masks, targets) trimmed to the rows written."""
+        n = self.size
+        return self.features[:n].copy(), self.masks[:n].copy(), self.targets[:n].copy()
+
+
+cdef class Traverser:
+    """Runs traversals of one game with a policy callback.
+
+    ``policy(players int8 (n,), features float32 (n, d), masks uint8 (n, A),
+    out float64 (n, A))`` must write sigma (rows summing to 1 over legal
+    actions) into ``out``; it is called with views of preallocated buffers.
+    """
+
+    cdef GameState prototype
+    cdef object policy
+    cdef readonly int num_actions, dim
+    cdef readonly int scheme_id, rollouts
+    cdef readonly double branch_prob, utility_scale
+    cdef readonly bint win_loss
+    cdef readonly uint64_t seed
+    cdef list stack
+    cdef list pool
+    # policy query buffers: up to query_capacity rows
+    cdef object q_players_arr, q_features_arr, q_masks_arr, q_out_arr
+    cdef int8_t[::1] q_players
+    cdef float[:, ::1] q_features
+    cdef uint8_t[:, ::1] q_masks
+    cdef double[:, ::1] q_out
+    cdef int query_capacity
+    # per-depth scratch for the external recursion
+    cdef double[:, ::1] depth_sigma, depth_values
+    cdef uint8_t[:, ::1] depth_mask
+    cdef Rng chance_rng, opp_rng, trav_rng, branch_rng, rollout_rng
+    cdef SampleBuffer adv, strat
+    cdef public long nodes, terminals, capped_games, branch_nodes, playouts, queries, query_rows
+
+    def __init__(self, GameState prototype, policy, str scheme="external", uint64_t seed=0,
+                 double branch_prob=0.1, int rollouts=1, double utility_scale=1.0,
+                 bint win_loss=False, int max_depth=4096):
+        if scheme not in SCHEMES:
+            raise ValueError(f"scheme must be one of {SCHEMES}, got {scheme!r}")
+        self.prototype = prototype.clone()
+        self.policy = policy
+        self.num_actions = prototype.num_actions
+        self.dim = prototype.encoding_size
+        self.scheme_id = SCHEMES.index(scheme)
+        self.seed = seed
+        self.branch_prob = branch_prob
+        self.rollouts = rollouts
+        self.utility_scale = utility_scale
+        self.win_loss = win_loss
+        self.stack = [prototype.clone() for _ in range(64)]
+        self.pool = []
+        self._grow_queries(64)
+        self.depth_sigma = np.zeros((max_depth, self.num_actions))
+        self.depth_values = np.zeros((max_depth, self.num_actions))
+        self.depth_mask = np.zeros((max_depth, self.num_actions), dtype=np.uint8)
+
+    cdef void _grow_queries(self, int capacity):
+        self.query_capacity = capacity
+        self.q_players_arr = np.zeros(capacity, dtype=np.int8)
+        self.q_features_arr = np.zeros((capacity, self.dim), dtype=np.float32)
+        self.q_masks_arr = np.zeros((capacity, self.num_actions), dtype=np.uint8)
+        self.q_out_arr = np.zeros((capacity, self.num_actions), dtype=np.float64)
+        self.q_players = self.q_players_arr
+        self.q_features = self.q_features_arr
+        self.q_masks = self.q_masks_arr
+        self.q_out = self.q_out_arr
+
+    cdef int _query(self, int n) except -1:
+        self.queries += 1
+        self.query_rows += n
+        self.policy(self.q_players_arr[:n], self.q_features_arr[:n], self.q_masks_arr[:n],
+                    self.q_out_arr[:n])
+        return 0
+
+    cdef inline double _utility(self, double payoff) noexcept:
+        """The traverser's payoff as the learning target: scaled score
+        difference, or +1/0/-1 with win_loss."""
+        if self.win_loss:
+            payoff = (payoff > 0) - (payoff < 0)
+        return payoff * self.utility_scale
+
+    cdef GameState _at(self, int depth):
+        while depth >= len(self.stack):
+            self.stack.append(self.prototype.clone())
+        return <GameState>self.stack[depth]
+
+    def run(self, int iteration, int player, int index):
+        """One traversal with ID (iteration, player, index).
+
+        Returns (advantage samples, strategy samples, stats); samples are
+        (features float32 (n, d), masks uint8 (n, A), targets float32 (n, A))
+        with targets = regrets for advantage samples and sigma for strategy
+        samples.
+        """
+        cdef GameState root = self._at(0)
+        cdef Rng deal_rng
+        cdef uint64_t t = iteration, p = player, k = index
+        rng_init(&deal_rng, stream_key(self.seed, t, p, k, 1))
+        rng_init(&self.chance_rng, stream_key(self.seed, t, p, k, PURPOSE_CHANCE))
+        rng_init(&self.opp_rng, stream_key(self.seed, t, p, k, PURPOSE_OPPONENT))
+        rng_init(&self.trav_rng, stream_key(self.seed, t, p, k, PURPOSE_TRAVERSER))
+        rng_init(&self.branch_rng, stream_key(self.seed, t, p, k, PURPOSE_BRANCH))
+        rng_init(&self.rollout_rng, stream_key(self.seed, t, p, k, PURPOSE_ROLLOUT))
+        self.adv = SampleBuffer(self.dim, self.num_actions)
+        self.strat = SampleBuffer(self.dim, self.num_actions)
+        self.nodes = self.terminals = self.capped_games = 0
+        self.branch_nodes = self.playouts = self.queries = self.query_rows = 0
+        root.reset(&deal_rng)
+        if self.scheme_id == 0:
+            self._external(0, player)
+        else:
+            self._rollout_scheme(player)
+        stats = {
+            "nodes": self.nodes, "terminals": self.terminals, "branch_nodes": self.branch_nodes,
+            "playouts": self.playouts, "queries": self.queries, "query_rows": self.query_rows,
+        }
+        return self.adv.take(), self.strat.take(), stats
+
+    # --- external sampling -----------------------------------------------------
+    cdef double _external(self, int depth, int traverser) except? -1e300:
+        cdef GameState state = self._at(depth)
+        cdef GameState child = self._at(depth + 1)
+        cdef int cur = state.current_player()
+        cdef int n, a, row
+        cdef int[MAX_CHANCE_OUTCOMES] outcomes
+        cdef double[MAX_CHANCE_OUTCOMES] probs
+        cdef double[2] ret
+        cdef double value
+        self.nodes += 1
+        if cur == TERMINAL_PLAYER:
+            self.terminals += 1
+            state.returns(ret)
+            return self._utility(ret[traverser])
+        if cur == CHANCE_PLAYER:
+            n = state.chance_outcomes(outcomes, probs)
+            child.copy_from(state)
+            child.apply(outcomes[rng_choice(&self.chance_rng, probs, n)])
+            return self._external(depth + 1, traverser)
+        # decision node: one policy query for sigma(I)
+        cdef uint8_t* mask = &self.depth_mask[depth, 0]
+        cdef double* sigma = &self.depth_sigma[depth, 0]
+        cdef double* values = &self.depth_values[depth, 0]
+        state.legal_mask(mask)
+        self.q_players[0] = cur
+        state.encode(cur, &self.q_features[0, 0])
+        memcpy(&self.q_masks[0, 0], mask, self.num_actions)
+        self._query(1)
+        memcpy(sigma, &self.q_out[0, 0], self.num_actions * sizeof(double))
+        if cur == traverser:
+            value = 0.0
+            for a in range(self.num_actions):
+                values[a] = 0.0
+                if mask[a]:
+                    child = self._at(depth + 1)
+                    child.copy_from(state)
+                    child.apply(a)
+                    values[a] = self._external(depth + 1, traverser)
+                    value += sigma[a] * values[a]
+            row = self.adv.add()
+            state.encode(cur, &self.adv.f[row, 0])
+            for a in range(self.num_actions):
+                self.adv.m[row, a] = mask[a]
+                if mask[a]:
+                    self.adv.y[row, a] = <float>(values[a] - value)
+            return value
+        row = self.strat.add()
+        state.encode(cur, &self.strat.f[row, 0])
+        for a in range(self.num_actions):
+            self.strat.m[row, a] = mask[a]
+            self.strat.y[row, a] = <float>sigma[a]
+        a = rng_choice(&self.opp_rng, sigma, self.num_actions)
+        child.copy_from(state)
+        child.apply(a)
+        return self._external(depth + 1, traverser)
+
+    # --- sampled trajectory + branching with on-policy rollouts -------------------
+    cdef GameState _pooled(self, Py_ssize_t i):
+        while i >= len(self.pool):
+            self.pool.append(self.prototype.clone())
+        return <GameState>self.pool[i]
+
+    cdef int _rollout_scheme(self, int traverser) except -1:
+        cdef GameState state = self._at(0)
+        cdef int cur, n, a, k, i, b, r, A = self.num_actions
+        cdef int[MAX_CHANCE_OUTCOMES] outcomes
+        cdef double[MAX_CHANCE_OUTCOMES] probs
+        cdef uint8_t* mask = &self.depth_mask[0, 0]
+        cdef list branches = []          # indices into pool of saved branch states
+        cdef Py_ssize_t used = 0, row
+        # 1) the trajectory
+        while True:
+            cur = state.current_player()
+            self.nodes += 1
+            if cur == TERMINAL_PLAYER:
+                self.terminals += 1
+                break
+            if cur == CHANCE_PLAYER:
+                n = state.chance_outcomes(outcomes, probs)
+                state.apply(outcomes[rng_choice(&self.chance_rng, probs, n)])
+                continue
+            n = state.legal_mask(mask)
+            if cur == traverser:
+                if rng_uniform(&self.branch_rng) < self.branch_prob:
+                    self._pooled(used).copy_from(state)
+                    branches.append(used)
+                    used += 1
+                k = <int>rng_below(&self.trav_rng, n)
+                for a in range(A):
+                    if mask[a]:
+                        if k == 0:
+                            break
+                        k -= 1
+                state.apply(a)
+                continue
+            self.q_players[0] = cur
+            state.encode(cur, &self.q_features[0, 0])
+            memcpy(&self.q_masks[0, 0], mask, A)
+            self._query(1)
+            row = self.strat.add()
+            memcpy(&self.strat.f[row, 0], &self.q_features[0, 0], self.dim * sizeof(float))
+            for a in range(A):
+                self.strat.m[row, a] = mask[a]
+                self.strat.y[row, a] = <float>self.q_out[0, a]
+            a = rng_choice(&self.opp_rng, &self.q_out[0, 0], A)
+            state.apply(a)
+        if not branches:
+            return 0
+        # 2) sigma at every branch node, in one batched query
+        cdef int nb = len(branches)
+        self.branch_nodes = nb
+        if nb > self.query_capacity:
+            self._grow_queries(2 * nb)
+        for b in range(nb):
+            state = self._pooled(branches[b])
+            self.q_players[b] = traverser
+            state.legal_mask(&self.q_masks[b, 0])
+            state.encode(traverser, &self.q_features[b, 0])
+        self._query(nb)
+        sigma_arr = np.asarray(self.q_out_arr[:nb]).copy()
+        mask_arr = np.asarray(self.q_masks_arr[:nb]).copy()
+        feat_arr = np.asarray(self.q_features_arr[:nb]).copy()
+        cdef double[:, ::1] sigma = sigma_arr
+        cdef uint8_t[:, ::1] bmask = mask_arr
+        # 3) playouts: for each branch b, legal action a, repeat r: start at b.a
+        owners = []                       # (branch, action) per playout
+        cdef Py_ssize_t start = used
+        for b in range(nb):
+            for a in range(A):
+                if bmask[b, a]:
+                    for r in range(self.rollouts):
+                        state = self._pooled(used)
+                        state.copy_from(self._pooled(branches[b]))
+                        state.apply(a)
+                        state.reshuffle(&self.rollout_rng)
+                        owners.append((b, a))
+                        used += 1
+        cdef Py_ssize_t np_ = used - start
+        self.playouts = np_
+        values_arr = self._playouts(start, np_, traverser)
+        cdef double[::1] values = values_arr
+        # 4) regrets = mean playout value per action - sigma-weighted value
+        q_arr = np.zeros((nb, A))
+        cdef double[:, ::1] q = q_arr
+        cdef Py_ssize_t j
+        cdef double v
+        for j in range(np_):
+            b, a = owners[j]
+            q[b, a] += values[j] / self.rollouts
+        for b in range(nb):
+            v = 0.0
+            for a in range(A):
+                v += sigma[b, a] * q[b, a]
+            row = self.adv.add()
+            self.adv.features[row] = feat_arr[b]
+            for a in range(A):
+                self.adv.m[row, a] = bmask[b, a]
+                if bmask[b, a]:
+                    self.adv.y[row, a] = <float>(q[b, a] - v)
+        return 0
+
+    cdef object _playouts(self, Py_ssize_t start, Py_ssize_t count, int traverser):
+        """Play pool[start:start+count] to the end in lockstep, both players on
+        sigma, one batched query per step. Returns the traverser's values."""
+        values_arr = np.zeros(count)
+        cdef double[::1] values = values_arr
+        live_arr = np.ones(count, dtype=np.uint8)
+        cdef uint8_t[::1] live = live_arr
+        cdef Py_ssize_t alive = count, j, n_rows
+        cdef GameState state
+        cdef int cur, n, a
+        cdef int[MAX_CHANCE_OUTCOMES] outcomes
+        cdef double[MAX_CHANCE_OUTCOMES] probs
+        cdef double[2] ret
+        if count > self.query_capacity:
+            self._grow_queries(2 * count)
+        rows_arr = np.zeros(count, dtype=np.intp)
+        cdef Py_ssize_t[::1] rows = rows_arr
+        while alive > 0:
+            n_rows = 0
+            for j in range(count):
+                if not live[j]:
+                    continue
+                state = self._pooled(start + j)
+                while True:                    # advance through chance nodes
+                    cur = state.current_player()
+                    if cur != CHANCE_PLAYER:
+                        break
+                    self.nodes += 1
+                    n = state.chance_outcomes(outcomes, probs)
+                    state.apply(outcomes[rng_choice(&self.rollout_rng, probs, n)])
+                self.nodes += 1
+                if cur == TERMINAL_PLAYER:
+                    self.terminals += 1
+                    state.returns(ret)
+                    values[j] = self._utility(ret[traverser])
+                    live[j] = 0
+                    alive -= 1
+                    continue
+                self.q_players[n_rows] = cur
+                state.legal_mask(&self.q_masks[n_rows, 0])
+                state.encode(cur, &self.q_features[n_rows, 0])
+                rows[n_rows] = j
+                n_rows += 1
+            if n_rows == 0:
+                break
+            self._query(<int>n_rows)
+            for j in range(n_rows):
+                state = self._pooled(start + rows[j])
+                a = rng_choice(&self.rollout_rng, &self.q_out[j, 0], self.num_actions)
+                state.apply(a)
+        return values_arr

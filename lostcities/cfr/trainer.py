@@ -1,0 +1,286 @@
+"""Deep CFR (Brown et al. 2019) over any game of the C-level interface.
+
+Per iteration t (1-based) and player p:
+1. build the canonical traversal IDs (t, p, k), k < traversals_per_player,
+   and let the executor run them (inline here; only the partition of the
+   list may depend on the number of workers);
+2. sort the results by ID and insert their samples into the reservoir
+   memories in that order (advantage memory of p, shared strategy memory);
+3. train p's advantage network (from scratch by default) on a
+   t-weighted MSE over legal actions (linear CFR weighting), and make it
+   p's sigma for every later traversal.
+The policy (average strategy) network is trained on the strategy memory
+when ``train_policy`` is called (at evaluation, checkpoint and the end).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict
+
+import numpy as np
+import torch
+
+from lostcities.cfr.memory import ReservoirMemory
+from lostcities.cfr.networks import build_network
+from lostcities.cfr.policy import AdvantagePolicy, regret_matching
+from lostcities.cfr.traversal import TraversalId, TraversalResult, make_traverser, run_traversals
+from lostcities.config import MemoryConfig, NetworkConfig, OptimConfig, TraversalConfig
+from lostcities.games import GameSpec
+from lostcities.rng import Purpose, Stream, stream_key
+
+
+class InlineExecutor:
+    """Runs a list of traversal IDs in this process, in order."""
+
+    def __init__(self, traverser) -> None:
+        self.traverser = traverser
+
+    def run(self, ids: list[TraversalId]) -> list[TraversalResult]:
+        return run_traversals(self.traverser, ids)
+
+
+def _torch_seed(key: int) -> int:
+    return key & 0x7FFF_FFFF_FFFF_FFFF
+
+
+class DeepCFRTrainer:
+    def __init__(
+        self,
+        game: GameSpec,
+        network: NetworkConfig,
+        traversal: TraversalConfig,
+        memory: MemoryConfig,
+        optim: OptimConfig,
+        seed: int,
+        device: str = "cpu",
+        utility_scale: float = 1.0,
+        win_loss: bool = False,
+    ) -> None:
+        self.game = game
+        self.network_cfg = network
+        self.traversal_cfg = traversal
+        self.optim = optim
+        self.seed = seed
+        self.device = torch.device(device)
+        self.iteration = 0  # completed iterations
+        dim, actions = game.encoding_size, game.num_actions
+        self.advantage_memories = [
+            ReservoirMemory(memory.advantage_capacity, dim, actions) for _ in range(2)
+        ]
+        self.strategy_memory = ReservoirMemory(memory.strategy_capacity, dim, actions)
+        self.advantage_nets: list[torch.nn.Module | None] = [None, None]
+        self.advantage_optimizers: list[torch.optim.Optimizer | None] = [None, None]
+        self.policy_net = self._new_net(Purpose.NETWORK_INIT, 0, 2)
+        self.policy_optimizer = torch.optim.Adam(self.policy_net.parameters(), lr=optim.strategy_lr)
+        self.policy_trained_at = 0  # iteration the policy net last saw
+        self.sigma = AdvantagePolicy(device, cache=traversal.cache_strategies)
+        self.executor = InlineExecutor(
+            make_traverser(game.prototype, self.sigma, traversal, seed, utility_scale, win_loss)
+        )
+
+    # --- building blocks --------------------------------------------------------------
+    def _new_net(self, purpose: int, iteration: int, player: int) -> torch.nn.Module:
+        key = stream_key(self.seed, iteration, player, 0, purpose)
+        net = build_network(
+            self.network_cfg, self.game.encoding_size, self.game.num_actions, seed=_torch_seed(key)
+        )
+        return net.to(self.device)
+
+    def _generator(self, iteration: int, player: int, purpose: int) -> np.random.Generator:
+        return np.random.Generator(
+            np.random.PCG64(stream_key(self.seed, iteration, player, 0, purpose))
+        )
+
+    # --- one iteration ------------------------------------------------------------------
+    def run_iteration(self) -> dict[str, float]:
+        """Traverse and train both players for iteration t = self.iteration + 1."""
+        t = self.iteration + 1
+        metrics: dict[str, float] = {}
+        totals = dict.fromkeys(
+            ("nodes", "terminals", "branch_nodes", "playouts", "queries", "query_rows"), 0
+        )
+        n_adv = n_strat = 0
+        time_traversal = time_train = 0.0
+        losses = []
+        for player in (0, 1):
+            start = time.perf_counter()
+            ids = [
+                TraversalId(t, player, k) for k in range(self.traversal_cfg.traversals_per_player)
+            ]
+            results = sorted(self.executor.run(ids), key=lambda r: r.id)
+            memory_stream = Stream(stream_key(self.seed, t, player, 0, Purpose.MEMORY))
+            for result in results:  # ordered merge: memory content depends on IDs only
+                self.advantage_memories[player].add(*result.advantage, t, memory_stream)
+                self.strategy_memory.add(*result.strategy, t, memory_stream)
+                n_adv += len(result.advantage.features)
+                n_strat += len(result.strategy.features)
+                for key in totals:
+                    totals[key] += result.stats[key]
+            time_traversal += time.perf_counter() - start
+            start = time.perf_counter()
+            losses.append(self._train_advantage(player, t))
+            time_train += time.perf_counter() - start
+        self.iteration = t
+        metrics.update(
+            {
+                "loss/advantage": float(np.mean(losses)),
+                "loss/advantage_p0": losses[0],
+                "loss/advantage_p1": losses[1],
+                "traversal/traversals": 2 * self.traversal_cfg.traversals_per_player,
+                "traversal/nodes": totals["nodes"],
+                "traversal/terminals": totals["terminals"],
+                "traversal/branch_nodes": totals["branch_nodes"],
+                "traversal/playouts": totals["playouts"],
+                "traversal/queries": totals["queries"],
+                "traversal/query_rows": totals["query_rows"],
+                "traversal/nodes_per_second": totals["nodes"] / max(time_traversal, 1e-9),
+                "samples/advantage": n_adv,
+                "samples/strategy": n_strat,
+                "memory/advantage": sum(m.size for m in self.advantage_memories),
+                "memory/strategy": self.strategy_memory.size,
+                "memory/bytes_per_sample": self.strategy_memory.bytes_per_sample,
+                "time/traversal_seconds": time_traversal,
+                "time/advantage_train_seconds": time_train,
+            }
+        )
+        return metrics
+
+    def _train_advantage(self, player: int, t: int) -> float:
+        """Fit player's advantage net; returns the mean loss of the last 10% of steps."""
+        memory = self.advantage_memories[player]
+        if memory.size == 0:
+            return float("nan")
+        net = self.advantage_nets[player]
+        if net is None or self.optim.reinit_advantage:
+            net = self._new_net(Purpose.NETWORK_INIT, t, player)
+            self.advantage_optimizers[player] = torch.optim.Adam(
+                net.parameters(), lr=self.optim.advantage_lr
+            )
+        loss = self._fit(
+            net,
+            self.advantage_optimizers[player],
+            memory,
+            t,
+            self.optim.advantage_steps,
+            self.optim.advantage_batch_size,
+            self._generator(t, player, Purpose.TRAINING),
+            _regret_loss,
+        )
+        net.eval()
+        self.advantage_nets[player] = net
+        self.sigma.set_network(player, net)
+        return loss
+
+    def train_policy(self) -> float:
+        """Fit the policy network on the strategy memory (continuing from its last state)."""
+        t = self.iteration
+        if self.strategy_memory.size == 0 or self.policy_trained_at == t:
+            return float("nan")
+        loss = self._fit(
+            self.policy_net,
+            self.policy_optimizer,
+            self.strategy_memory,
+            t,
+            self.optim.strategy_steps,
+            self.optim.strategy_batch_size,
+            self._generator(t, 2, Purpose.TRAINING),
+            _policy_loss,
+        )
+        self.policy_net.eval()
+        self.policy_trained_at = t
+        self.last_policy_loss = loss
+        return loss
+
+    def _fit(self, net, optimizer, memory, t, steps, batch_size, generator, loss_fn) -> float:
+        net.train()
+        tail = []
+        for step in range(steps):
+            features, masks, targets, iterations = memory.sample(batch_size, generator, self.device)
+            weights = iterations / t  # linear CFR: a sample of iteration i weighs i
+            loss = loss_fn(net(features), masks, targets, weights)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            if self.optim.grad_clip > 0:
+                torch.nn.utils.clip_grad_norm_(net.parameters(), self.optim.grad_clip)
+            optimizer.step()
+            if step >= steps - max(1, steps // 10):
+                tail.append(loss.item())
+        return float(np.mean(tail))
+
+    # --- the learned strategies -------------------------------------------------------------
+    def policy_probs(self, features: np.ndarray, masks: np.ndarray) -> np.ndarray:
+        """Average strategy from the policy network: (n, A) probabilities over legal actions."""
+        with torch.inference_mode():
+            logits = self.policy_net(
+                torch.as_tensor(np.ascontiguousarray(features)).to(self.device)
+            )
+            logits = logits.masked_fill(
+                ~torch.from_numpy(masks.astype(bool)).to(self.device), float("-inf")
+            )
+            return torch.softmax(logits, dim=1).double().cpu().numpy()
+
+    def regret_matching_probs(
+        self, players: np.ndarray, features: np.ndarray, masks: np.ndarray
+    ) -> np.ndarray:
+        """The current strategy sigma_t (regret matching on advantage nets), (n, A)."""
+        out = np.zeros(masks.shape)
+        for player in (0, 1):
+            rows = np.flatnonzero(players == player)
+            if len(rows):
+                out[rows] = self.sigma.strategy(player, features[rows], masks[rows])
+        return out
+
+    # --- checkpoint payload -------------------------------------------------------------------
+    def state_dict(self) -> dict:
+        return {
+            "iteration": self.iteration,
+            "policy_trained_at": self.policy_trained_at,
+            "advantage_nets": [None if n is None else n.state_dict() for n in self.advantage_nets],
+            "advantage_optimizers": [
+                None if o is None else o.state_dict() for o in self.advantage_optimizers
+            ],
+            "policy_net": self.policy_net.state_dict(),
+            "policy_optimizer": self.policy_optimizer.state_dict(),
+            "advantage_memories": [m.state_dict() for m in self.advantage_memories],
+            "strategy_memory": self.strategy_memory.state_dict(),
+            "network": asdict(self.network_cfg),
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        self.iteration = int(state["iteration"])
+        self.policy_trained_at = int(state["policy_trained_at"])
+        for player in (0, 1):
+            weights = state["advantage_nets"][player]
+            if weights is None:
+                continue
+            net = self._new_net(Purpose.NETWORK_INIT, self.iteration, player)
+            net.load_state_dict(weights)
+            net.eval()
+            optimizer = torch.optim.Adam(net.parameters(), lr=self.optim.advantage_lr)
+            if state["advantage_optimizers"][player] is not None:
+                optimizer.load_state_dict(state["advantage_optimizers"][player])
+            self.advantage_nets[player] = net
+            self.advantage_optimizers[player] = optimizer
+            self.sigma.set_network(player, net)
+        self.policy_net.load_state_dict(state["policy_net"])
+        self.policy_optimizer.load_state_dict(state["policy_optimizer"])
+        for memory, saved in zip(self.advantage_memories, state["advantage_memories"], strict=True):
+            memory.load_state_dict(saved)
+        self.strategy_memory.load_state_dict(state["strategy_memory"])
+
+
+def _regret_loss(pred, masks, targets, weights):
+    # pred, targets: (b, A); masks: (b, A) bool; weights: (b,). MSE over legal actions only.
+    squared = torch.where(masks, (pred - targets) ** 2, torch.zeros_like(pred))
+    return (weights[:, None] * squared).sum() / masks.sum().clamp(min=1)
+
+
+def _policy_loss(logits, masks, targets, weights):
+    # Cross-entropy of the masked softmax against sigma, weighted by iteration.
+    logits = logits.masked_fill(~masks, float("-inf"))
+    log_probs = torch.log_softmax(logits, dim=1).masked_fill(~masks, 0.0)
+    return -(weights[:, None] * targets * log_probs).sum() / len(targets)
+
+
+__all__ = ["DeepCFRTrainer", "InlineExecutor", "regret_matching"]

@@ -1,0 +1,232 @@
+"""Checkpoint files: the only module that calls ``torch.save`` / ``torch.load``.
+
+A checkpoint is one dict (nets, optimizers, memories, iteration, RNG states,
+resolved config: whatever resume needs) written by :func:`save_checkpoint`
+and read back by :func:`load_checkpoint`.
+
+Safety: files are loaded with ``torch.load(weights_only=True)``, so loading
+never runs pickled code, even from a file that did not come from us. The price
+is a restricted payload, checked when saving (a bad value fails at save time,
+naming its key, rather than at resume time): nested dict / list / tuple / set
+of str, bytes, int, float, complex, bool, None, tensors, ``torch.dtype``,
+``torch.device``. Numpy arrays are stored as tensors (they come back as
+tensors: ``.numpy()`` gives the array back without a copy) and numpy scalars as
+Python numbers.
+
+Durability: the file is written to a temporary file in the same directory,
+fsynced, and moved onto the target with ``os.replace`` (atomic on POSIX), so a
+crash or a failed write leaves either the old checkpoint or the new one, never
+a truncated file, and never deletes the previous checkpoint.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from collections import OrderedDict
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+import numpy as np
+import torch
+
+FORMAT = "lostcities-checkpoint"
+"""Value of the ``format`` header key in every checkpoint."""
+FORMAT_VERSION = 1
+"""Bumped when the payload layout changes incompatibly."""
+HEADER_KEYS = ("format", "version")
+
+_NAME_RE = re.compile(r"^ckpt_(\d+)\.pt$")
+# Scalars torch's weights_only unpickler accepts as they are.
+_PLAIN = (str, bytes, int, float, complex, bool, type(None), torch.dtype, torch.device)
+
+
+class CheckpointError(ValueError):
+    """A checkpoint cannot be used. The message is one line naming the file and the problem."""
+
+
+def checkpoint_path(directory: str | os.PathLike[str], iteration: int) -> Path:
+    """Canonical file name of the checkpoint taken after ``iteration`` (``ckpt_000012.pt``)."""
+    return Path(directory) / f"ckpt_{iteration:06d}.pt"
+
+
+def latest_checkpoint(directory: str | os.PathLike[str]) -> Path | None:
+    """The checkpoint of the highest iteration in ``directory``, or None if it holds none.
+
+    Only names written by :func:`checkpoint_path` count (temporary files of an
+    interrupted save and unrelated files are ignored). Ordering by the
+    iteration in the name, not by mtime, keeps it right after files are copied.
+    """
+    directory = Path(directory)
+    if not directory.is_dir():
+        return None
+    found = [
+        (int(m.group(1)), p)
+        for p in directory.iterdir()
+        if (m := _NAME_RE.match(p.name)) and p.is_file()
+    ]
+    return max(found)[1] if found else None
+
+
+def save_checkpoint(path: str | os.PathLike[str], payload: Mapping[str, object]) -> None:
+    """Atomically write ``payload`` (plus the format header) to ``path``.
+
+    Creates the parent directory. Raises ``TypeError`` naming the key of any
+    value that ``torch.load(weights_only=True)`` could not read back, before
+    anything is written; ``ValueError`` if the payload uses a header key.
+    """
+    path = Path(path)
+    clash = [k for k in HEADER_KEYS if k in payload]
+    if clash:
+        raise ValueError(f"checkpoint payload must not use the header keys {clash}")
+    data: dict[str, object] = {"format": FORMAT, "version": FORMAT_VERSION}
+    data.update(_safe(dict(payload), "payload"))  # type: ignore[arg-type]
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # Same directory as the target: os.replace is only atomic within one file system.
+    fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            torch.save(data, f)
+            f.flush()
+            os.fsync(f.fileno())  # the bytes are on disk before the rename makes them visible
+        os.replace(tmp_name, path)
+    except BaseException:
+        # Also on KeyboardInterrupt: never leave a half-written temp file behind.
+        Path(tmp_name).unlink(missing_ok=True)
+        raise
+    _fsync_directory(path.parent)
+
+
+def load_checkpoint(
+    path: str | os.PathLike[str],
+    expect: Mapping[str, object] | None = None,
+    *,
+    required: Iterable[str] = (),
+    map_location: str | torch.device | None = "cpu",
+) -> dict[str, object]:
+    """Read a checkpoint written by :func:`save_checkpoint`; return its payload (no header).
+
+    ``expect``: top-level metadata the caller needs to match, e.g.
+    ``{"game": "leduc", "encoding_size": 30}`` (compared with ``==``; a missing
+    key is an error too). ``required``: further top-level keys that must exist.
+    ``map_location``: where tensors go (CPU by default; the caller moves nets to
+    its device).
+
+    Raises :class:`CheckpointError` with a one-line message naming the file for a
+    missing or unreadable file, a corrupt / truncated / non-torch file, a wrong
+    format header or version, missing keys and ``expect`` mismatches.
+    """
+    name = str(path)
+    # Opening first separates "no such file" from "bad contents": torch.load on a
+    # truncated file can itself raise OSError (a seek past the start: EINVAL).
+    try:
+        f = open(path, "rb")  # closed by the with below
+    except FileNotFoundError:
+        raise CheckpointError(f"{name}: checkpoint file not found") from None
+    except OSError as e:
+        raise CheckpointError(f"{name}: cannot read checkpoint file ({e.strerror or e})") from e
+    with f:
+        try:
+            data = torch.load(f, map_location=map_location, weights_only=True)
+        except Exception as e:
+            # A damaged file can fail with almost anything (RuntimeError from the zip
+            # reader, UnpicklingError, EOFError, OSError or ValueError on a bad seek);
+            # they all mean the same thing to the caller.
+            raise CheckpointError(
+                f"{name}: not a readable checkpoint (corrupt, truncated, or not written by "
+                f"save_checkpoint): {_one_line(e)}"
+            ) from e
+
+    if not isinstance(data, dict):
+        raise CheckpointError(
+            f"{name}: not a lostcities checkpoint (holds a {type(data).__name__}, not a dict)"
+        )
+    if data.get("format") != FORMAT:
+        found = f"format {data['format']!r}" if "format" in data else "no format header"
+        raise CheckpointError(f"{name}: not a lostcities checkpoint ({found}, expected {FORMAT!r})")
+    if data.get("version") != FORMAT_VERSION:
+        raise CheckpointError(
+            f"{name}: checkpoint format version {data.get('version')!r}, "
+            f"this code reads version {FORMAT_VERSION}"
+        )
+    payload = {k: v for k, v in data.items() if k not in HEADER_KEYS}
+
+    expect = dict(expect or {})
+    missing = [k for k in (*required, *expect) if k not in payload]
+    if missing:
+        raise CheckpointError(f"{name}: checkpoint lacks required keys {sorted(set(missing))}")
+    wrong = [
+        f"checkpoint is for {k} {payload[k]!r}, expected {v!r}"
+        for k, v in expect.items()
+        if not _equal(payload[k], v)
+    ]
+    if wrong:
+        raise CheckpointError(f"{name}: " + "; ".join(wrong))
+    return payload
+
+
+def _safe(value: object, where: str) -> object:
+    """Return ``value`` with numpy converted to torch / Python; TypeError if not loadable.
+
+    Exact types only: a subclass (an IntEnum, a namedtuple, a DictConfig) would be
+    pickled by class and then refused by the weights_only loader at resume time.
+    """
+    kind = type(value)
+    if kind in _PLAIN or kind in (torch.Tensor, torch.nn.Parameter, torch.Size):
+        return value
+    if kind is np.ndarray:
+        if value.dtype == object:
+            raise TypeError(f"{where}: numpy arrays of Python objects cannot go in a checkpoint")
+        if not (value.flags.writeable and value.flags.c_contiguous):
+            value = np.ascontiguousarray(value).copy()  # from_numpy needs a plain writable buffer
+        return torch.from_numpy(value)
+    if isinstance(value, np.generic):
+        return value.item()
+    if kind in (dict, OrderedDict):
+        out = kind()
+        for k, v in value.items():
+            if type(k) not in (str, int):
+                raise TypeError(f"{where}: key {k!r} is not a str or int")
+            out[k] = _safe(v, f"{where}[{k!r}]")
+        return out
+    if kind in (list, tuple, set):
+        return kind(_safe(v, f"{where}[{i}]") for i, v in enumerate(value))
+    raise TypeError(
+        f"{where}: {kind.__name__} cannot be stored in a checkpoint (use tensors, numpy "
+        "arrays and plain dict/list/tuple/str/int/float/bool/None, e.g. module.state_dict())"
+    )
+
+
+def _equal(actual: object, expected: object) -> bool:
+    try:
+        return bool(actual == expected)
+    except Exception:  # e.g. a tensor compared with a list: ambiguous, so not a match
+        return False
+
+
+def _one_line(e: BaseException) -> str:
+    """First sentence of an exception message, short enough for a one-line error."""
+    text = " ".join(str(e).split())
+    unsafe = re.search(r"Unsupported global: GLOBAL ([\w.]+)", text)
+    if unsafe:  # torch's weights_only refusal is a page long; the class is what matters
+        return f"it pickles code ({unsafe.group(1)}), which weights_only loading refuses"
+    text = text.split(". ", 1)[0]
+    if len(text) > 160:
+        text = text[:157] + "..."
+    return f"{type(e).__name__}: {text}" if text else type(e).__name__
+
+
+def _fsync_directory(directory: Path) -> None:
+    """Make the rename itself durable (POSIX); a no-op where directories can't be opened."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

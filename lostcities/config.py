@@ -1,0 +1,152 @@
+"""Typed configuration: one dataclass per concern, registered with Hydra's ConfigStore.
+
+``conf/train.yaml`` composes config groups (game, network, ...) on top of
+these schemas, so a misspelt key or a wrongly typed value fails at compose
+time with Hydra's message. Library code receives only its own sub-config
+(``TraversalConfig``, ``TrackingConfig``, ...), never ``TrainConfig``.
+Every field is documented here; there is no logic in this module beyond
+registration.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from hydra.core.config_store import ConfigStore
+
+
+@dataclass
+class GameConfig:
+    name: str = "lost_cities"
+    """Which game: ``lost_cities``, ``kuhn`` or ``leduc``."""
+    max_turns: int = 1000
+    """Lost Cities turn cap (ends discard ping-pong; never binds in normal play)."""
+    utility: str = "score_diff"
+    """Lost Cities payoff: ``score_diff`` (zero-sum score difference) or ``win_loss`` (+1/0/-1)."""
+    utility_scale: float = 1.0
+    """Payoffs are multiplied by this inside traversals (keeps regret targets near unit scale)."""
+
+
+@dataclass
+class NetworkConfig:
+    name: str = "default"
+    """Label of the architecture (the config group choice), logged as a tag."""
+    hidden: int = 512
+    """Width of every hidden layer."""
+    layers: int = 3
+    """Number of hidden layers of the MLP."""
+
+
+@dataclass
+class TraversalConfig:
+    scheme: str = "rollout"
+    """``external`` (textbook external sampling; Kuhn, Leduc) or ``rollout``
+    (fixed-policy trajectory + branching with on-policy rollouts; Lost Cities)."""
+    traversals_per_player: int = 100
+    """Traversals per player per iteration (IDs (t, p, k) for k below this)."""
+    branch_prob: float = 0.05
+    """rollout scheme: probability that a traverser decision node on the trajectory
+    branches (constant over iterations, which keeps the regret estimate unbiased)."""
+    rollouts: int = 1
+    """rollout scheme: playouts per legal action at a branching node."""
+    cache_strategies: bool = False
+    """Memoize sigma per information state within an iteration (exact; pays off on
+    small games whose infosets repeat, useless on Lost Cities)."""
+
+
+@dataclass
+class MemoryConfig:
+    advantage_capacity: int = 1_000_000
+    """Reservoir capacity of each player's advantage memory (samples)."""
+    strategy_capacity: int = 1_000_000
+    """Reservoir capacity of the strategy (average policy) memory."""
+
+
+@dataclass
+class OptimConfig:
+    advantage_steps: int = 400
+    """SGD steps per advantage-network training (per player per iteration)."""
+    advantage_batch_size: int = 1024
+    advantage_lr: float = 1e-3
+    reinit_advantage: bool = True
+    """Train the advantage network from scratch each iteration (Brown et al. 2019)."""
+    strategy_steps: int = 2000
+    """SGD steps each time the policy network is trained."""
+    strategy_batch_size: int = 1024
+    strategy_lr: float = 1e-3
+    grad_clip: float = 1.0
+    """Max global gradient norm (0 disables clipping)."""
+
+
+@dataclass
+class EvalConfig:
+    every: int = 10
+    """Evaluate (and train the policy network) every this many iterations, and at the end."""
+    opponents: list[str] = field(default_factory=lambda: ["random", "discard_only"])
+    """Lost Cities: bots the policy network plays against (see lostcities.eval.opponents)."""
+    games: int = 200
+    """Lost Cities: games per opponent (seats alternate, fixed seeds)."""
+    batch_size: int = 256
+    """Lost Cities: games stepped together so network forwards are batched."""
+    seed: int = 12345
+    """Seed of the evaluation deals (fixed, so every evaluation plays the same games)."""
+
+
+@dataclass
+class TrackingConfig:
+    enabled: bool = True
+    """Log to MLflow. metrics.jsonl in the run directory is written regardless."""
+    tracking_uri: str | None = None
+    """MLflow store; None means $MLFLOW_TRACKING_URI if set, else sqlite:///mlflow.db
+    in the working directory."""
+    experiment: str = "lostcities"
+    """MLflow experiment name."""
+    run_name: str | None = None
+    """MLflow run name; None lets the tracker derive one from the game and network."""
+
+
+@dataclass
+class CheckpointConfig:
+    every: int = 10
+    """Write a checkpoint every this many iterations (0: only at the end)."""
+    dir: str = "checkpoints"
+    """Directory for checkpoints, relative to the run directory."""
+    log_artifacts: bool = True
+    """Also attach the final checkpoint to the MLflow run."""
+
+
+@dataclass
+class RunConfig:
+    seed: int = 0
+    """Seed of every random stream of the run."""
+    iterations: int = 30
+    """CFR iterations."""
+    resume: str | None = None
+    """Path of a checkpoint to continue from."""
+    device: str = "cpu"
+    """Torch device for network training and inference."""
+    threads: int = 0
+    """torch intra-op threads for the trainer (0: torch's default)."""
+    progress: bool = True
+    """Print a live progress line per iteration (plain lines when not on a terminal)."""
+
+
+@dataclass
+class TrainConfig:
+    game: GameConfig = field(default_factory=GameConfig)
+    network: NetworkConfig = field(default_factory=NetworkConfig)
+    traversal: TraversalConfig = field(default_factory=TraversalConfig)
+    memory: MemoryConfig = field(default_factory=MemoryConfig)
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
+    tracking: TrackingConfig = field(default_factory=TrackingConfig)
+    checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
+    run: RunConfig = field(default_factory=RunConfig)
+
+
+def register_configs() -> None:
+    """Register the schemas so conf/ files are validated against them."""
+    store = ConfigStore.instance()
+    store.store(name="train_schema", node=TrainConfig)
+    store.store(group="game", name="schema", node=GameConfig)
+    store.store(group="network", name="schema", node=NetworkConfig)

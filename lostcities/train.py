@@ -1,0 +1,172 @@
+"""Train a Deep CFR agent: ``python -m lostcities.train [group=choice ...] [key=value ...]``.
+
+Hydra composes ``conf/train.yaml`` against the schemas of
+:mod:`lostcities.config`; this module only wires objects from their
+sub-configs and runs the iteration loop (traverse + train, evaluate,
+checkpoint, log).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+import hydra
+import torch
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig, OmegaConf
+
+from lostcities.cfr.trainer import DeepCFRTrainer
+from lostcities.checkpoint import CheckpointError, checkpoint_path, load_checkpoint, save_checkpoint
+from lostcities.config import TrainConfig, register_configs
+from lostcities.games import GameSpec, make_game
+from lostcities.progress import ProgressLine
+from lostcities.tracking import Tracker, flatten
+
+register_configs()
+
+
+def build_trainer(cfg: TrainConfig, game: GameSpec) -> DeepCFRTrainer:
+    return DeepCFRTrainer(
+        game,
+        cfg.network,
+        cfg.traversal,
+        cfg.memory,
+        cfg.optim,
+        seed=cfg.run.seed,
+        device=cfg.run.device,
+        utility_scale=cfg.game.utility_scale,
+        win_loss=cfg.game.utility == "win_loss",
+    )
+
+
+def build_evaluator(cfg: TrainConfig, game: GameSpec):
+    from lostcities.eval.evaluate import LostCitiesEvaluator, SmallGameEvaluator
+
+    if game.name == "lost_cities":
+        return LostCitiesEvaluator(cfg.eval, cfg.game.max_turns)
+    if game.name == "kuhn":
+        from lostcities.games.kuhn import KuhnGame
+
+        return SmallGameEvaluator(KuhnGame.new())
+    from lostcities.games.leduc import LeducGame
+
+    return SmallGameEvaluator(LeducGame.new())
+
+
+def checkpoint_identity(game: GameSpec, cfg: TrainConfig) -> dict[str, object]:
+    """What a checkpoint must match to be resumed by this configuration."""
+    return {
+        "game": game.name,
+        "encoding_size": game.encoding_size,
+        "num_actions": game.num_actions,
+        "network": asdict(cfg.network),
+        "seed": cfg.run.seed,
+    }
+
+
+def write_checkpoint(
+    trainer: DeepCFRTrainer, cfg: TrainConfig, game: GameSpec, run_dir: Path, resolved: dict
+) -> Path:
+    path = checkpoint_path(run_dir / cfg.checkpoint.dir, trainer.iteration)
+    save_checkpoint(
+        path,
+        {**checkpoint_identity(game, cfg), "trainer": trainer.state_dict(), "config": resolved},
+    )
+    return path
+
+
+def train(
+    cfg: TrainConfig, run_dir: Path, resolved: dict, overrides: list[str], choices: dict[str, str]
+) -> dict[str, float]:
+    """The whole run; returns the last metrics (a multirun sweep can optimise them)."""
+    if cfg.run.threads > 0:
+        torch.set_num_threads(cfg.run.threads)
+    game = make_game(cfg.game)
+    trainer = build_trainer(cfg, game)
+    evaluator = build_evaluator(cfg, game)
+    if cfg.run.resume:
+        state = load_checkpoint(
+            cfg.run.resume, expect=checkpoint_identity(game, cfg), required=("trainer",)
+        )
+        trainer.load_state_dict(state["trainer"])
+    progress = ProgressLine(cfg.run.progress, cfg.run.iterations)
+    tags = {
+        "game": game.name,
+        "network": cfg.network.name,
+        **{f"choice/{k}": str(v) for k, v in choices.items()},
+    }
+    texts = {
+        "config.yaml": OmegaConf.to_yaml(resolved),
+        "overrides.yaml": OmegaConf.to_yaml(list(overrides)),
+    }
+    last: dict[str, float] = {}
+    with Tracker(cfg.tracking, run_dir, flatten(resolved), tags, texts) as tracker:
+        while trainer.iteration < cfg.run.iterations:
+            start = time.perf_counter()
+            metrics = trainer.run_iteration()
+            t = trainer.iteration
+            final = t == cfg.run.iterations
+            if t % cfg.eval.every == 0 or final:
+                phase = time.perf_counter()
+                metrics["loss/strategy"] = trainer.train_policy()
+                metrics["time/strategy_train_seconds"] = time.perf_counter() - phase
+                phase = time.perf_counter()
+                metrics.update(
+                    evaluator.evaluate(trainer.policy_probs, trainer.regret_matching_probs)
+                )
+                metrics["time/eval_seconds"] = time.perf_counter() - phase
+            if (cfg.checkpoint.every and t % cfg.checkpoint.every == 0) or final:
+                phase = time.perf_counter()
+                trainer.train_policy()  # a checkpoint's policy net is always current
+                path = write_checkpoint(trainer, cfg, game, run_dir, resolved)
+                metrics["time/checkpoint_seconds"] = time.perf_counter() - phase
+                if final and cfg.checkpoint.log_artifacts:
+                    tracker.log_artifact(path, "checkpoints")
+            metrics["time/iteration_seconds"] = time.perf_counter() - start
+            tracker.log_metrics(metrics, step=t)
+            progress.update(t, _progress_fields(metrics))
+            last = metrics
+        progress.close()
+    return last
+
+
+def _progress_fields(m: dict[str, float]) -> dict[str, float | str]:
+    fields: dict[str, float | str] = {
+        "trav_s": m["time/traversal_seconds"],
+        "train_s": m["time/advantage_train_seconds"],
+        "nodes/s": m["traversal/nodes_per_second"],
+        "loss": m["loss/advantage"],
+    }
+    if "eval/exploitability" in m:
+        fields["expl"] = m["eval/exploitability"]
+        fields["expl(sigma)"] = m["eval/current_exploitability"]
+    for key, value in m.items():
+        if key.endswith("/win_rate0"):
+            fields["win " + key.split("/")[1]] = value
+    return fields
+
+
+@hydra.main(version_base="1.3", config_path="pkg://lostcities.conf", config_name="train")
+def main(dict_cfg: DictConfig) -> float | None:
+    cfg: TrainConfig = OmegaConf.to_object(dict_cfg)
+    hydra_cfg = HydraConfig.get()
+    resolved = OmegaConf.to_container(dict_cfg, resolve=True)
+    try:
+        metrics = train(
+            cfg,
+            Path(hydra_cfg.runtime.output_dir),
+            resolved,
+            list(hydra_cfg.overrides.task),
+            dict(hydra_cfg.runtime.choices),
+        )
+    except (CheckpointError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)
+    return metrics.get("eval/exploitability")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,93 @@
+"""Reservoir memory and regret matching."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from lostcities.cfr.memory import ReservoirMemory
+from lostcities.cfr.policy import AdvantagePolicy, regret_matching
+from lostcities.rng import Stream
+
+
+def batch(n, dim=4, actions=3, start=0):
+    """Rows that carry their sample number exactly (float16 storage: ids split in two)."""
+    ids = np.arange(start, start + n)
+    features = np.stack([ids // 64, ids % 64] * (dim // 2), axis=1).astype(np.float32)
+    masks = np.ones((n, actions), dtype=np.uint8)
+    masks[:, -1] = np.arange(n) % 2
+    return features, masks, features[:, :actions].copy()
+
+
+def test_reservoir_fills_then_keeps_capacity_and_a_uniform_sample():
+    memory = ReservoirMemory(capacity=1000, dim=4, num_actions=3)
+    stream = Stream(1)
+    for k in range(20):
+        memory.add(*batch(500, start=500 * k), iteration=k + 1, stream=stream)
+    assert memory.size == 1000 and memory.seen == 10_000
+    ids = memory.features[:, 0].astype(np.float64) * 64 + memory.features[:, 1]
+    # uniform over 0..9999: mean ~5000, each decile ~100 samples
+    assert abs(ids.mean() - 5000) < 300
+    counts = np.histogram(ids, bins=10, range=(0, 10_000))[0]
+    assert counts.min() > 60 and counts.max() < 140
+    # row integrity: a slot's mask/target/iteration belong to its features
+    assert np.all(memory.iterations == ids.astype(np.int64) // 500 + 1)
+
+
+def test_reservoir_is_deterministic_and_round_trips():
+    def fill():
+        memory = ReservoirMemory(capacity=64, dim=4, num_actions=3)
+        stream = Stream(9)
+        for k in range(5):
+            memory.add(*batch(40, start=40 * k), iteration=k + 1, stream=stream)
+        return memory
+
+    a, b = fill(), fill()
+    np.testing.assert_array_equal(a.features, b.features)
+    restored = ReservoirMemory(capacity=64, dim=4, num_actions=3)
+    restored.load_state_dict(a.state_dict())
+    gen = np.random.default_rng(0)
+    x = a.sample(16, np.random.default_rng(0), torch.device("cpu"))
+    y = restored.sample(16, gen, torch.device("cpu"))
+    for u, v in zip(x, y, strict=True):
+        assert torch.equal(u, v)
+    masks = x[1]
+    assert masks.dtype == torch.bool and masks.shape == (16, 3)
+
+
+def test_bytes_per_sample_is_compact():
+    memory = ReservoirMemory(capacity=10, dim=855, num_actions=106)
+    # float16 features + packed mask + float16 targets + int32 iteration
+    assert memory.bytes_per_sample == 855 * 2 + 14 + 106 * 2 + 4
+
+
+def test_regret_matching_known_answers():
+    advantages = np.array([[1.0, 3.0, -2.0], [-1.0, -3.0, -0.5], [2.0, 5.0, 1.0]])
+    masks = np.array([[1, 1, 1], [1, 1, 0], [1, 0, 1]], dtype=np.uint8)
+    sigma = regret_matching(advantages, masks)
+    np.testing.assert_allclose(sigma[0], [0.25, 0.75, 0.0])
+    np.testing.assert_allclose(sigma[1], [1.0, 0.0, 0.0])  # none positive: argmax legal
+    np.testing.assert_allclose(sigma[2], [2 / 3, 0.0, 1 / 3])  # illegal positive ignored
+
+
+def test_untrained_player_plays_uniform_and_cache_is_exact():
+    policy = AdvantagePolicy(cache=True)
+    features = np.ones((2, 4), dtype=np.float32)
+    masks = np.array([[1, 1, 0], [1, 0, 0]], dtype=np.uint8)
+    out = np.zeros((2, 3))
+    policy(np.array([0, 1], np.int8), features, masks, out)
+    np.testing.assert_allclose(out, [[0.5, 0.5, 0.0], [1.0, 0.0, 0.0]])
+    net = torch.nn.Linear(4, 3)
+    policy.set_network(0, net)
+    cached = np.zeros((1, 3))
+    policy(np.array([0], np.int8), features[:1], masks[:1], cached)
+    policy(np.array([0], np.int8), features[:1], masks[:1], cached)
+    expected = regret_matching(net(torch.from_numpy(features[:1])).detach().numpy(), masks[:1])
+    np.testing.assert_allclose(cached, expected)
+
+
+@pytest.mark.parametrize("capacity", [0, -5])
+def test_bad_capacity_is_rejected(capacity):
+    with pytest.raises(ValueError, match="capacity"):
+        ReservoirMemory(capacity=capacity, dim=2, num_actions=2)
