@@ -49,6 +49,14 @@ class TraversalConfig:
     branches (constant over iterations, which keeps the regret estimate unbiased)."""
     rollouts: int = 1
     """rollout scheme: playouts per legal action at a branching node."""
+    sampling_policy: str = "uniform"
+    """rollout scheme: the fixed policy of the traverser's own trajectory: ``uniform`` or
+    ``lost_cities_heuristic`` (a fixed mix, 10% uniform; trajectories then look like sensible
+    play, so branching nodes sample the states an agent actually meets)."""
+    initial_strategy: str = "uniform"
+    """sigma_1, played before a player's first advantage network exists: ``uniform``
+    (textbook) or ``lost_cities_heuristic`` (see lostcities/cfr/initial.py; sound because
+    regret matching's bound does not depend on the first strategy)."""
     cache_strategies: bool = False
     """Memoize sigma per information state within an iteration (exact; pays off on
     small games whose infosets repeat, useless on Lost Cities)."""

@@ -11,12 +11,14 @@ Schemes
 - external: textbook external sampling (the traverser tries every action,
   opponent and chance are sampled). Exact and cheap on Kuhn and Leduc,
   exponential on Lost Cities.
-- rollout: the traverser's trajectory follows a fixed uniform sampling
-  policy, the opponent follows sigma and chance its true distribution. Each
+- rollout: the traverser's trajectory follows a fixed sampling policy
+  (uniform, or ``sampling_policy``: a callback like ``policy`` that must not
+  change across iterations), the opponent follows sigma and chance its true distribution. Each
   traverser decision node on the trajectory branches with probability
   ``branch_prob``; a branching node tries every legal action and estimates
   each action's value by ``rollouts`` on-policy playouts (both players on
-  sigma, the hidden draw pile reshuffled per playout). The sampling weight
+  sigma, the hidden draw pile reshuffled per playout; the playouts of one
+  branching node share random numbers across its actions). The sampling weight
   of an infoset does not change across iterations, so regret matching on
   the accumulated regrets stays unbiased (the ESCHER argument).
 
@@ -83,6 +85,7 @@ cdef class Traverser:
 
     cdef GameState prototype
     cdef object policy
+    cdef readonly object sampling_policy
     cdef readonly int num_actions, dim
     cdef readonly int scheme_id, rollouts
     cdef readonly double branch_prob, utility_scale
@@ -100,13 +103,19 @@ cdef class Traverser:
     # per-depth scratch for the external recursion
     cdef double[:, ::1] depth_sigma, depth_values
     cdef uint8_t[:, ::1] depth_mask
-    cdef Rng chance_rng, opp_rng, trav_rng, branch_rng, rollout_rng
+    cdef Rng chance_rng, opp_rng, trav_rng, branch_rng
+    cdef uint64_t rollout_key
+    cdef object playout_rngs_arr    # uint64 (playouts,): one stream state per playout
+    cdef uint64_t[::1] playout_rngs
     cdef SampleBuffer adv, strat
     cdef public long nodes, terminals, capped_games, branch_nodes, playouts, queries, query_rows
+    # Game-operation counts since construction (benchmarks/bench_traversal.py turns them into
+    # time with lostcities.games._state.op_costs); not part of a traversal's result.
+    cdef public long ops_mask, ops_encode, ops_apply, ops_reshuffle
 
     def __init__(self, GameState prototype, policy, str scheme="external", uint64_t seed=0,
                  double branch_prob=0.1, int rollouts=1, double utility_scale=1.0,
-                 bint win_loss=False, int max_depth=4096):
+                 bint win_loss=False, sampling_policy=None, int max_depth=4096):
         if scheme not in SCHEMES:
             raise ValueError(f"scheme must be one of {SCHEMES}, got {scheme!r}")
         self.prototype = prototype.clone()
@@ -119,6 +128,7 @@ cdef class Traverser:
         self.rollouts = rollouts
         self.utility_scale = utility_scale
         self.win_loss = win_loss
+        self.sampling_policy = sampling_policy
         self.stack = [prototype.clone() for _ in range(64)]
         self.pool = []
         self._grow_queries(64)
@@ -172,7 +182,7 @@ cdef class Traverser:
         rng_init(&self.opp_rng, stream_key(self.seed, t, p, k, PURPOSE_OPPONENT))
         rng_init(&self.trav_rng, stream_key(self.seed, t, p, k, PURPOSE_TRAVERSER))
         rng_init(&self.branch_rng, stream_key(self.seed, t, p, k, PURPOSE_BRANCH))
-        rng_init(&self.rollout_rng, stream_key(self.seed, t, p, k, PURPOSE_ROLLOUT))
+        self.rollout_key = stream_key(self.seed, t, p, k, PURPOSE_ROLLOUT)
         self.adv = SampleBuffer(self.dim, self.num_actions)
         self.strat = SampleBuffer(self.dim, self.num_actions)
         self.nodes = self.terminals = self.capped_games = 0
@@ -206,14 +216,17 @@ cdef class Traverser:
         if cur == CHANCE_PLAYER:
             n = state.chance_outcomes(outcomes, probs)
             child.copy_from(state)
+            self.ops_apply += 1
             child.apply(outcomes[rng_choice(&self.chance_rng, probs, n)])
             return self._external(depth + 1, traverser)
         # decision node: one policy query for sigma(I)
         cdef uint8_t* mask = &self.depth_mask[depth, 0]
         cdef double* sigma = &self.depth_sigma[depth, 0]
         cdef double* values = &self.depth_values[depth, 0]
+        self.ops_mask += 1
         state.legal_mask(mask)
         self.q_players[0] = cur
+        self.ops_encode += 1
         state.encode(cur, &self.q_features[0, 0])
         memcpy(&self.q_masks[0, 0], mask, self.num_actions)
         self._query(1)
@@ -225,10 +238,12 @@ cdef class Traverser:
                 if mask[a]:
                     child = self._at(depth + 1)
                     child.copy_from(state)
+                    self.ops_apply += 1
                     child.apply(a)
                     values[a] = self._external(depth + 1, traverser)
                     value += sigma[a] * values[a]
             row = self.adv.add()
+            self.ops_encode += 1
             state.encode(cur, &self.adv.f[row, 0])
             for a in range(self.num_actions):
                 self.adv.m[row, a] = mask[a]
@@ -236,12 +251,14 @@ cdef class Traverser:
                     self.adv.y[row, a] = <float>(values[a] - value)
             return value
         row = self.strat.add()
+        self.ops_encode += 1
         state.encode(cur, &self.strat.f[row, 0])
         for a in range(self.num_actions):
             self.strat.m[row, a] = mask[a]
             self.strat.y[row, a] = <float>sigma[a]
         a = rng_choice(&self.opp_rng, sigma, self.num_actions)
         child.copy_from(state)
+        self.ops_apply += 1
         child.apply(a)
         return self._external(depth + 1, traverser)
 
@@ -268,23 +285,36 @@ cdef class Traverser:
                 break
             if cur == CHANCE_PLAYER:
                 n = state.chance_outcomes(outcomes, probs)
+                self.ops_apply += 1
                 state.apply(outcomes[rng_choice(&self.chance_rng, probs, n)])
                 continue
+            self.ops_mask += 1
             n = state.legal_mask(mask)
             if cur == traverser:
                 if rng_uniform(&self.branch_rng) < self.branch_prob:
                     self._pooled(used).copy_from(state)
                     branches.append(used)
                     used += 1
-                k = <int>rng_below(&self.trav_rng, n)
-                for a in range(A):
-                    if mask[a]:
-                        if k == 0:
-                            break
-                        k -= 1
+                if self.sampling_policy is None:  # uniform over the legal actions
+                    k = <int>rng_below(&self.trav_rng, n)
+                    for a in range(A):
+                        if mask[a]:
+                            if k == 0:
+                                break
+                            k -= 1
+                else:  # a fixed policy, the same at every iteration
+                    self.q_players[0] = cur
+                    self.ops_encode += 1
+                    state.encode(cur, &self.q_features[0, 0])
+                    memcpy(&self.q_masks[0, 0], mask, A)
+                    self.sampling_policy(self.q_players_arr[:1], self.q_features_arr[:1],
+                                         self.q_masks_arr[:1], self.q_out_arr[:1])
+                    a = rng_choice(&self.trav_rng, &self.q_out[0, 0], A)
+                self.ops_apply += 1
                 state.apply(a)
                 continue
             self.q_players[0] = cur
+            self.ops_encode += 1
             state.encode(cur, &self.q_features[0, 0])
             memcpy(&self.q_masks[0, 0], mask, A)
             self._query(1)
@@ -294,6 +324,7 @@ cdef class Traverser:
                 self.strat.m[row, a] = mask[a]
                 self.strat.y[row, a] = <float>self.q_out[0, a]
             a = rng_choice(&self.opp_rng, &self.q_out[0, 0], A)
+            self.ops_apply += 1
             state.apply(a)
         if not branches:
             return 0
@@ -305,7 +336,9 @@ cdef class Traverser:
         for b in range(nb):
             state = self._pooled(branches[b])
             self.q_players[b] = traverser
+            self.ops_mask += 1
             state.legal_mask(&self.q_masks[b, 0])
+            self.ops_encode += 1
             state.encode(traverser, &self.q_features[b, 0])
         self._query(nb)
         sigma_arr = np.asarray(self.q_out_arr[:nb]).copy()
@@ -314,20 +347,31 @@ cdef class Traverser:
         cdef double[:, ::1] sigma = sigma_arr
         cdef uint8_t[:, ::1] bmask = mask_arr
         # 3) playouts: for each branch b, legal action a, repeat r: start at b.a
+        # Common random numbers: the playouts of every action of branch b, repeat r,
+        # share one stream, so q(a) - q(a') compares actions under the same luck
+        # (each q(a) stays unbiased; their differences get far less noisy).
         owners = []                       # (branch, action) per playout
         cdef Py_ssize_t start = used
+        cdef Rng prng
+        keys = []
         for b in range(nb):
             for a in range(A):
                 if bmask[b, a]:
                     for r in range(self.rollouts):
+                        rng_init(&prng, stream_key(self.rollout_key, b, r, 0, 0))
                         state = self._pooled(used)
                         state.copy_from(self._pooled(branches[b]))
+                        self.ops_apply += 1
                         state.apply(a)
-                        state.reshuffle(&self.rollout_rng)
+                        self.ops_reshuffle += 1
+                        state.reshuffle(&prng)
+                        keys.append(prng.state)
                         owners.append((b, a))
                         used += 1
         cdef Py_ssize_t np_ = used - start
         self.playouts = np_
+        self.playout_rngs_arr = np.array(keys, dtype=np.uint64)
+        self.playout_rngs = self.playout_rngs_arr
         values_arr = self._playouts(start, np_, traverser)
         cdef double[::1] values = values_arr
         # 4) regrets = mean playout value per action - sigma-weighted value
@@ -359,6 +403,7 @@ cdef class Traverser:
         cdef uint8_t[::1] live = live_arr
         cdef Py_ssize_t alive = count, j, n_rows
         cdef GameState state
+        cdef Rng* rng
         cdef int cur, n, a
         cdef int[MAX_CHANCE_OUTCOMES] outcomes
         cdef double[MAX_CHANCE_OUTCOMES] probs
@@ -373,13 +418,15 @@ cdef class Traverser:
                 if not live[j]:
                     continue
                 state = self._pooled(start + j)
+                rng = <Rng*>&self.playout_rngs[j]  # Rng is one uint64 of state
                 while True:                    # advance through chance nodes
                     cur = state.current_player()
                     if cur != CHANCE_PLAYER:
                         break
                     self.nodes += 1
                     n = state.chance_outcomes(outcomes, probs)
-                    state.apply(outcomes[rng_choice(&self.rollout_rng, probs, n)])
+                    self.ops_apply += 1
+                    state.apply(outcomes[rng_choice(rng, probs, n)])
                 self.nodes += 1
                 if cur == TERMINAL_PLAYER:
                     self.terminals += 1
@@ -389,7 +436,9 @@ cdef class Traverser:
                     alive -= 1
                     continue
                 self.q_players[n_rows] = cur
+                self.ops_mask += 1
                 state.legal_mask(&self.q_masks[n_rows, 0])
+                self.ops_encode += 1
                 state.encode(cur, &self.q_features[n_rows, 0])
                 rows[n_rows] = j
                 n_rows += 1
@@ -398,6 +447,8 @@ cdef class Traverser:
             self._query(<int>n_rows)
             for j in range(n_rows):
                 state = self._pooled(start + rows[j])
-                a = rng_choice(&self.rollout_rng, &self.q_out[j, 0], self.num_actions)
+                a = rng_choice(<Rng*>&self.playout_rngs[rows[j]], &self.q_out[j, 0],
+                               self.num_actions)
+                self.ops_apply += 1
                 state.apply(a)
         return values_arr

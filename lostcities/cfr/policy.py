@@ -10,6 +10,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from lostcities.cfr.initial import InitialStrategy
+from lostcities.cfr.initial import uniform as uniform_initial
+
 
 def regret_matching(advantages: np.ndarray, masks: np.ndarray) -> np.ndarray:
     """sigma from advantages, both (n, A); masks (n, A) uint8/bool.
@@ -29,23 +32,22 @@ def regret_matching(advantages: np.ndarray, masks: np.ndarray) -> np.ndarray:
     return sigma
 
 
-def uniform(masks: np.ndarray) -> np.ndarray:
-    legal = masks.astype(np.float64)
-    return legal / legal.sum(axis=1, keepdims=True)
-
-
 class AdvantagePolicy:
     """sigma_t for both players: regret matching on each player's advantage net.
 
-    A player without a trained network yet plays uniformly (iteration 1).
+    A player without a trained network yet plays ``initial`` (uniform by default;
+    see :mod:`lostcities.cfr.initial`).
     With ``cache=True`` sigma is memoised per (player, features) until the
     networks change: exact, and on Kuhn/Leduc nearly every query is a hit.
     Rows are evaluated one player group at a time; a row's result depends
     only on its own features.
     """
 
-    def __init__(self, device: str = "cpu", cache: bool = False) -> None:
+    def __init__(
+        self, device: str = "cpu", cache: bool = False, initial: InitialStrategy = uniform_initial
+    ) -> None:
         self.nets: list[torch.nn.Module | None] = [None, None]
+        self.initial = initial
         self.device = torch.device(device)
         self.cache: dict[tuple[int, bytes], np.ndarray] | None = {} if cache else None
 
@@ -63,7 +65,7 @@ class AdvantagePolicy:
 
     def strategy(self, player: int, features: np.ndarray, masks: np.ndarray) -> np.ndarray:
         if self.nets[player] is None:
-            return uniform(masks)
+            return self.initial(np.full(len(masks), player, dtype=np.int8), features, masks)
         return regret_matching(self.advantages(player, features), masks)
 
     def __call__(

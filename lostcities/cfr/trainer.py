@@ -21,6 +21,7 @@ from dataclasses import asdict
 import numpy as np
 import torch
 
+from lostcities.cfr.initial import make_initial_strategy
 from lostcities.cfr.memory import ReservoirMemory
 from lostcities.cfr.networks import build_network
 from lostcities.cfr.policy import AdvantagePolicy, regret_matching
@@ -74,7 +75,11 @@ class DeepCFRTrainer:
         self.policy_net = self._new_net(Purpose.NETWORK_INIT, 0, 2)
         self.policy_optimizer = torch.optim.Adam(self.policy_net.parameters(), lr=optim.strategy_lr)
         self.policy_trained_at = 0  # iteration the policy net last saw
-        self.sigma = AdvantagePolicy(device, cache=traversal.cache_strategies)
+        self.sigma = AdvantagePolicy(
+            device,
+            cache=traversal.cache_strategies,
+            initial=make_initial_strategy(traversal.initial_strategy),
+        )
         self.executor = InlineExecutor(
             make_traverser(game.prototype, self.sigma, traversal, seed, utility_scale, win_loss)
         )

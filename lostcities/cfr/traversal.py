@@ -23,6 +23,7 @@ from typing import NamedTuple
 import numpy as np
 
 from lostcities.cfr._traverse import SCHEMES, Traverser
+from lostcities.cfr.initial import make_initial_strategy
 from lostcities.config import TraversalConfig
 from lostcities.games._state import GameState
 from lostcities.rng import Purpose, Stream, stream_key
@@ -80,6 +81,13 @@ def make_traverser(
         raise ValueError(f"traversal.branch_prob must be in [0, 1], got {cfg.branch_prob}")
     if cfg.rollouts < 1:
         raise ValueError(f"traversal.rollouts must be >= 1, got {cfg.rollouts}")
+    sampling = None
+    if cfg.sampling_policy != "uniform":  # uniform is the kernel's own fast path
+        fixed = make_initial_strategy(cfg.sampling_policy)
+
+        def sampling(players, features, masks, out):
+            out[:] = fixed(players, features, masks)
+
     return Traverser(
         prototype,
         policy,
@@ -89,6 +97,7 @@ def make_traverser(
         rollouts=cfg.rollouts,
         utility_scale=utility_scale,
         win_loss=win_loss,
+        sampling_policy=sampling,
     )
 
 
@@ -114,6 +123,7 @@ class PyTraverser:
         rollouts: int = 1,
         utility_scale: float = 1.0,
         win_loss: bool = False,
+        sampling_policy=None,
     ) -> None:
         self.prototype = prototype.copy()
         self.policy = policy
@@ -123,6 +133,7 @@ class PyTraverser:
         self.rollouts = rollouts
         self.utility_scale = utility_scale
         self.win_loss = win_loss
+        self.sampling_policy = sampling_policy
         self.num_actions = prototype.num_actions
 
     # --- shared helpers ---------------------------------------------------------
@@ -149,7 +160,7 @@ class PyTraverser:
 
         self.chance, self.opp = stream(Purpose.CHANCE), stream(Purpose.OPPONENT)
         self.trav, self.branch = stream(Purpose.TRAVERSER), stream(Purpose.BRANCH)
-        self.rollout = stream(Purpose.ROLLOUT)
+        self.rollout_key = stream_key(self.seed, iteration, player, index, Purpose.ROLLOUT)
         self.adv: list[tuple] = []
         self.strat: list[tuple] = []
         self.stats = dict.fromkeys(
@@ -225,7 +236,17 @@ class PyTraverser:
                 legal = state.legal()
                 if self.branch.uniform() < self.branch_prob:
                     branches.append(state.copy())
-                state.step(int(legal[self.trav.below(len(legal))]))
+                if self.sampling_policy is None:
+                    state.step(int(legal[self.trav.below(len(legal))]))
+                else:
+                    probs = np.zeros((1, self.num_actions))
+                    self.sampling_policy(
+                        np.array([cur], np.int8),
+                        state.encoding(cur)[None],
+                        state.mask()[None],
+                        probs,
+                    )
+                    state.step(self.trav.choice(probs[0]))
                 continue
             mask, features = state.mask(), state.encoding(cur)
             sigma = self._query([cur], [features], [mask])[0]
@@ -237,18 +258,25 @@ class PyTraverser:
         features = [b.encoding(traverser) for b in branches]
         masks = [b.mask() for b in branches]
         sigma = self._query([traverser] * len(branches), features, masks)
-        starts, owners = [], []
+        starts, streams, owners = [], [], []
         for b, branch in enumerate(branches):
             for a in range(self.num_actions):
                 if masks[b][a]:
-                    for _ in range(self.rollouts):
+                    for r in range(self.rollouts):
+                        # common random numbers across the actions of (b, r)
+                        playout = Stream(stream_key(self.rollout_key, b, r, 0, 0))
                         start = branch.copy()
                         start.step(a)
-                        self.rollout.state = start.reshuffle_from_state(self.rollout.state)
+                        playout.state = start.reshuffle_from_state(playout.state)
                         starts.append(start)
+                        streams.append(playout)
                         owners.append((b, a))
         self.stats["playouts"] = len(starts)
-        values = self._playouts(starts, traverser)
+        # (branch, action, start state) of every playout, kept for inspection by tests
+        self.playout_starts = [
+            (b, a, start.copy()) for (b, a), start in zip(owners, starts, strict=True)
+        ]
+        values = self._playouts(starts, streams, traverser)
         q = np.zeros((len(branches), self.num_actions))
         for (b, a), value in zip(owners, values, strict=True):
             q[b, a] += value / self.rollouts
@@ -259,7 +287,7 @@ class PyTraverser:
             regrets = np.where(masks[b].astype(bool), q[b] - v, 0.0)
             self.adv.append((features[b], masks[b], regrets.astype(np.float32)))
 
-    def _playouts(self, states: list, traverser: int) -> list[float]:
+    def _playouts(self, states: list, streams: list[Stream], traverser: int) -> list[float]:
         values = [0.0] * len(states)
         live = [True] * len(states)
         while True:
@@ -269,7 +297,7 @@ class PyTraverser:
                     continue
                 while (cur := state.player()) == CHANCE:
                     self.stats["nodes"] += 1
-                    self._sample_chance(state, self.rollout)
+                    self._sample_chance(state, streams[j])
                 self.stats["nodes"] += 1
                 if cur == TERMINAL:
                     self.stats["terminals"] += 1
@@ -284,4 +312,4 @@ class PyTraverser:
                 return values
             out = self._query(players, features, masks)
             for i, j in enumerate(rows):
-                states[j].step(self.rollout.choice(out[i]))
+                states[j].step(streams[j].choice(out[i]))

@@ -6,6 +6,7 @@ import numpy as np
 
 cimport numpy as cnp
 from libc.stdint cimport uint8_t, uint64_t
+from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
 
 from lostcities._rng cimport Rng, rng_below, rng_choice, rng_init
 
@@ -159,3 +160,68 @@ def random_playouts(GameState prototype, long games, uint64_t key):
         state.returns(ret)
         total += ret[0]
     return steps, total
+
+
+cdef inline double _now() noexcept:
+    cdef timespec ts
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return ts.tv_sec + ts.tv_nsec * 1e-9
+
+
+def op_costs(GameState prototype, int states, uint64_t key):
+    """Nanoseconds per game operation, timed in C over ``states`` decision
+    states sampled from random playouts: legal_mask, legal_actions, encode,
+    copy_from + apply, and reshuffle. The traversal benchmark multiplies these
+    by the kernel's operation counts to split time into game logic and the
+    kernel's own work."""
+    cdef list pool = []
+    cdef GameState state = prototype.clone(), scratch = prototype.clone()
+    cdef Rng rng
+    cdef int[512] legal
+    cdef uint8_t[512] mask
+    cdef int[MAX_CHANCE_OUTCOMES] actions
+    cdef double[MAX_CHANCE_OUTCOMES] probs
+    cdef int i, n, player
+    cdef double start
+    rng_init(&rng, key)
+    state.reset(&rng)
+    while len(pool) < states:
+        player = state.current_player()
+        if player == TERMINAL_PLAYER:
+            state.reset(&rng)
+            continue
+        if player == CHANCE_PLAYER:
+            n = state.chance_outcomes(actions, probs)
+            state.apply(actions[rng_choice(&rng, probs, n)])
+            continue
+        pool.append(state.clone())
+        n = state.legal_actions(legal)
+        state.apply(legal[rng_below(&rng, n)])
+    buf = np.zeros(prototype.encoding_size, dtype=np.float32)
+    cdef float[::1] features = buf
+    cdef GameState s
+    costs = {}
+    start = _now()
+    for s in pool:
+        s.legal_mask(mask)
+    costs["legal_mask"] = (_now() - start) / states * 1e9
+    start = _now()
+    for s in pool:
+        s.legal_actions(legal)
+    costs["legal_actions"] = (_now() - start) / states * 1e9
+    start = _now()
+    for s in pool:
+        s.encode(s.current_player(), &features[0])
+    costs["encode"] = (_now() - start) / states * 1e9
+    start = _now()
+    for s in pool:
+        n = s.legal_actions(legal)
+        scratch.copy_from(s)
+        scratch.apply(legal[0])
+    costs["copy_apply"] = (_now() - start) / states * 1e9 - costs["legal_actions"]
+    start = _now()
+    for s in pool:
+        scratch.copy_from(s)
+        scratch.reshuffle(&rng)
+    costs["copy_reshuffle"] = (_now() - start) / states * 1e9
+    return costs

@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lostcities.cfr._traverse import Traverser
+from lostcities.cfr.initial import lost_cities_heuristic
 from lostcities.cfr.traversal import PyTraverser, TraversalId, run_traversals
 from lostcities.games.kuhn import KuhnGame
 from lostcities.games.leduc import LeducGame
@@ -72,14 +73,45 @@ def test_kernel_matches_python_twin_on_poker(
     assert_same(fast.run(iteration, player, index), slow.run(iteration, player, index))
 
 
-@settings(max_examples=4, deadline=None)
-@given(seed=st.integers(0, 2**64 - 1), index=st.integers(0, 10**6), player=st.integers(0, 1))
-def test_kernel_matches_python_twin_on_lost_cities(seed, index, player):
+def heuristic_sampling(players, features, masks, out):
+    out[:] = lost_cities_heuristic(players, features, masks)
+
+
+@settings(max_examples=6, deadline=None)
+@given(
+    seed=st.integers(0, 2**64 - 1),
+    index=st.integers(0, 10**6),
+    player=st.integers(0, 1),
+    sampling=st.sampled_from([None, heuristic_sampling]),
+)
+def test_kernel_matches_python_twin_on_lost_cities(seed, index, player, sampling):
     prototype = LostCitiesGame.from_seed(0).kernel
     fast, slow = twins(
-        prototype, "rollout", seed, 7, branch_prob=0.03, rollouts=1, utility_scale=0.01
+        prototype,
+        "rollout",
+        seed,
+        7,
+        branch_prob=0.03,
+        rollouts=2,
+        utility_scale=0.01,
+        sampling_policy=sampling,
     )
     assert_same(fast.run(1, player, index), slow.run(1, player, index))
+
+
+def test_playouts_of_one_branch_share_random_numbers():
+    """Common random numbers: the playouts of the actions of one branching node start
+    from the same reshuffled draw pile when the action does not touch the pile."""
+    prototype = LostCitiesGame.from_seed(0).kernel
+    policy = FixedPolicy(prototype.encoding_size, prototype.num_actions, 2)
+    slow = PyTraverser(prototype, policy, scheme="rollout", seed=1, branch_prob=0.05)
+    slow.run(1, 0, 0)
+    piles: dict[int, set[tuple]] = {}
+    for branch, action, start in slow.playout_starts:
+        if action < 100:  # play/discard: the draw pile is untouched before the reshuffle
+            piles.setdefault(branch, set()).add(tuple(start.deck_cards()))
+    assert piles and all(len(orders) == 1 for orders in piles.values())
+    assert len({next(iter(o)) for o in piles.values()}) == len(piles)  # branches differ
 
 
 def test_result_depends_only_on_the_traversal_id():

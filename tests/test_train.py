@@ -1,0 +1,190 @@
+"""The training entry point: Hydra composition, end-to-end runs, MLflow, checkpoints, resume."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_module
+from hydra.errors import ConfigCompositionException
+from omegaconf import OmegaConf
+
+from lostcities.checkpoint import CheckpointError, latest_checkpoint
+from lostcities.config import TrainConfig
+from lostcities.train import train  # also registers the schemas
+
+TIMING = ("time/", "traversal/nodes_per_second")
+
+
+def compose_cfg(overrides: list[str]):
+    with initialize_config_module(config_module="lostcities.conf", version_base="1.3"):
+        return compose("train", overrides=overrides, return_hydra_config=False)
+
+
+def typed(dict_cfg) -> TrainConfig:
+    return OmegaConf.to_object(dict_cfg)
+
+
+def run(overrides: list[str], run_dir: Path) -> dict[str, float]:
+    dict_cfg = compose_cfg(overrides)
+    resolved = OmegaConf.to_container(dict_cfg, resolve=True)
+    return train(typed(dict_cfg), run_dir, resolved, overrides, {"game": "test"})
+
+
+def read_metrics(run_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+
+
+def non_timing(row: dict) -> dict:
+    return {k: v for k, v in row.items() if k != "time" and not k.startswith(TIMING)}
+
+
+@pytest.mark.parametrize(
+    ("game", "network"), [("lost_cities", "default"), ("kuhn", "small"), ("leduc", "small")]
+)
+def test_every_game_composes_with_its_default_network(game, network):
+    cfg = typed(compose_cfg([f"game={game}"]))
+    assert cfg.game.name == game
+    assert cfg.network.name == network
+    # the command line still wins over a game's network default
+    assert typed(compose_cfg([f"game={game}", "network=deep"])).network.layers == 6
+
+
+@pytest.mark.parametrize(
+    ("network", "hidden", "layers"), [("default", 512, 3), ("wide", 1024, 3), ("deep", 512, 6)]
+)
+def test_network_group(network, hidden, layers):
+    cfg = typed(compose_cfg([f"network={network}"]))
+    assert (cfg.network.name, cfg.network.hidden, cfg.network.layers) == (network, hidden, layers)
+
+
+def test_bad_key_and_bad_value_fail_at_compose_time():
+    with pytest.raises(ConfigCompositionException, match="bogus"):
+        compose_cfg(["run.bogus=1"])
+    with pytest.raises(Exception, match="iterations"):
+        typed(compose_cfg(["run.iterations=many"]))
+    with pytest.raises(ConfigCompositionException, match="network"):
+        compose_cfg(["network=huge"])
+
+
+KUHN_FAST = ["game=kuhn", "network=small", "run.progress=false"]
+
+
+def test_kuhn_learns_below_005_exploitability(tmp_path):
+    """Deep CFR with external sampling on Kuhn: exploitability < 0.05 (about 20 s)."""
+    metrics = run([*KUHN_FAST, "tracking.enabled=false", "run.iterations=15"], tmp_path)
+    assert metrics["eval/exploitability"] < 0.05
+    assert metrics["eval/nash_conv"] == pytest.approx(2 * metrics["eval/exploitability"])
+
+
+def test_run_records_everything_in_mlflow(tmp_path, mlflow_uri):
+    from mlflow import MlflowClient
+
+    run(
+        [
+            *KUHN_FAST,
+            f"tracking.tracking_uri={mlflow_uri}",
+            "run.iterations=3",
+            "eval.every=3",
+            "tracking.experiment=e2e",
+        ],
+        tmp_path,
+    )
+    client = MlflowClient(mlflow_uri)
+    (mlrun,) = client.search_runs([client.get_experiment_by_name("e2e").experiment_id])
+    assert mlrun.info.status == "FINISHED"
+    assert mlrun.data.params["game.name"] == "kuhn"
+    assert mlrun.data.params["network.hidden"] == "64"
+    assert mlrun.data.tags["game"] == "kuhn"
+    history = client.get_metric_history(mlrun.info.run_id, "loss/advantage")
+    assert [m.step for m in history] == [1, 2, 3]
+    for name in (
+        "eval/exploitability",
+        "traversal/nodes",
+        "memory/advantage",
+        "time/iteration_seconds",
+        "time/traversal_seconds",
+        "samples/strategy",
+    ):
+        assert name in mlrun.data.metrics, name
+    artifacts = {a.path for a in client.list_artifacts(mlrun.info.run_id)}
+    assert {
+        "config.yaml",
+        "overrides.yaml",
+        "metrics.jsonl",
+        "learning_curve.png",
+        "checkpoints",
+    } <= artifacts
+    assert len(read_metrics(tmp_path)) == 3
+
+
+def test_resumed_run_matches_uninterrupted_run(tmp_path):
+    common = [
+        "game=leduc",
+        "network=small",
+        "tracking.enabled=false",
+        "run.progress=false",
+        "traversal.traversals_per_player=30",
+        "optim.advantage_steps=20",
+        "optim.strategy_steps=20",
+        "eval.every=2",
+        "checkpoint.every=2",
+        "run.iterations=4",
+    ]
+    straight, first, resumed = tmp_path / "a", tmp_path / "b", tmp_path / "c"
+    run(common, straight)
+    run([*common, "run.iterations=2"], first)
+    ckpt = latest_checkpoint(first / "checkpoints")
+    run([*common, f"run.resume={ckpt}"], resumed)
+    expected = [non_timing(r) for r in read_metrics(straight)][2:]
+    got = [non_timing(r) for r in read_metrics(resumed)]
+    assert got == expected
+
+
+def test_bad_checkpoint_fails_with_one_line_naming_the_file(tmp_path):
+    run([*KUHN_FAST, "tracking.enabled=false", "run.iterations=1"], tmp_path / "k")
+    ckpt = latest_checkpoint(tmp_path / "k" / "checkpoints")
+    with pytest.raises(CheckpointError, match=f"{ckpt}.*game 'kuhn', expected 'leduc'"):
+        run(
+            ["game=leduc", "network=small", "tracking.enabled=false", f"run.resume={ckpt}"],
+            tmp_path / "l",
+        )
+    broken = tmp_path / "broken.pt"
+    broken.write_bytes(ckpt.read_bytes()[:100])
+    with pytest.raises(CheckpointError, match="broken.pt"):
+        run([*KUHN_FAST, "tracking.enabled=false", f"run.resume={broken}"], tmp_path / "m")
+
+
+def test_command_line_run_and_multirun(tmp_path, mlflow_uri):
+    env = {**os.environ, "MLFLOW_TRACKING_URI": mlflow_uri}
+    entry = [sys.executable, "-m", "lostcities.train"]
+    overrides = [
+        *KUHN_FAST,
+        "run.iterations=1",
+        "optim.advantage_steps=5",
+        "optim.strategy_steps=5",
+    ]
+    done = subprocess.run(
+        [*entry, "-m", *overrides, "run.seed=1,2"],  # -m before the overrides
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    assert len(list((tmp_path / "multirun").rglob("metrics.jsonl"))) == 2
+    bad = subprocess.run(
+        [*entry, *overrides, "run.resume=/nonexistent/ckpt.pt"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert bad.returncode == 2
+    assert "error: /nonexistent/ckpt.pt: checkpoint file not found" in bad.stderr
