@@ -194,7 +194,6 @@ class DeepCFRTrainer:
         )
         self.policy_net.eval()
         self.policy_trained_at = t
-        self.last_policy_loss = loss
         return loss
 
     def _fit(self, net, optimizer, memory, t, steps, batch_size, generator, loss_fn) -> float:
@@ -217,9 +216,8 @@ class DeepCFRTrainer:
     def policy_probs(self, features: np.ndarray, masks: np.ndarray) -> np.ndarray:
         """Average strategy from the policy network: (n, A) probabilities over legal actions."""
         with torch.inference_mode():
-            logits = self.policy_net(
-                torch.as_tensor(np.ascontiguousarray(features)).to(self.device)
-            )
+            # torch.tensor copies: callers may pass read-only arrays (GameTree's encodings)
+            logits = self.policy_net(torch.tensor(features, device=self.device))
             logits = logits.masked_fill(
                 ~torch.from_numpy(masks.astype(bool)).to(self.device), float("-inf")
             )

@@ -124,6 +124,9 @@ class LostCitiesEvaluator:
     def evaluate(
         self, policy_fn: PolicyFn, current_fn: PlayerPolicyFn | None = None
     ) -> dict[str, float]:
+        """Matches of the policy network against every configured bot. ``current_fn``
+        (the regret-matching policy) is accepted for a uniform evaluator interface but not
+        played: on Lost Cities only the average strategy is evaluated."""
         metrics: dict[str, float] = {}
         for name in self.cfg.opponents:
             match = play_network_match(

@@ -155,10 +155,6 @@ cdef class KuhnState(GameState):
         self.d = (<KuhnState>other).d
 
     # --- Python views (unchecked; kuhn.py validates) -------------------------
-    def assign(self, KuhnState other):
-        """Overwrite this state with ``other`` (the C ``copy_from``)."""
-        self.copy_from(other)
-
     def cards(self):
         """Private cards (card 0, card 1); -1 where not dealt yet."""
         return (self.d.card[0], self.d.card[1])

@@ -202,10 +202,6 @@ cdef class LeducState(GameState):
         self.d = (<LeducState>other).d
 
     # --- Python views (unchecked; leduc.py validates) ------------------------
-    def assign(self, LeducState other):
-        """Overwrite this state with ``other`` (the C ``copy_from``)."""
-        self.copy_from(other)
-
     def private_cards(self):
         """(player 0's card, player 1's card); -1 where not dealt yet."""
         return (self.d.private_card[0], self.d.private_card[1])

@@ -101,6 +101,12 @@ cdef class GameState:
     def copy(self):
         return self.clone()
 
+    def assign(self, GameState other):
+        """Overwrite this state with ``other`` through the C ``copy_from`` (a struct copy)."""
+        if type(other) is not type(self):
+            raise TypeError(f"cannot assign a {type(other).__name__} to a {type(self).__name__}")
+        self.copy_from(other)
+
     def reset_from_state(self, uint64_t state):
         """``reset`` with an Rng whose state is ``state``; returns the advanced
         state (lets a Python twin share one stream with this call)."""

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from lostcities.games import lost_cities_spec as spec
 from lostcities.games._state import random_playouts
+from lostcities.games.kuhn import KuhnGame
 from lostcities.games.lost_cities import LostCitiesGame
 from lostcities.games.rules import RulesState, expedition_score
 from lostcities.rng import Stream
@@ -248,8 +249,12 @@ def test_c_level_playouts_run_and_rarely_cap():
     assert np.isfinite(total)
 
 
-def test_clone_is_independent():
+def test_clone_is_independent_and_assign_copies_the_state():
     game = LostCitiesGame.from_seed(2)
     copy = game.clone()
     copy.apply(copy.legal_actions()[0])
     assert game.phase == 0 and copy.phase == 1
+    game.kernel.assign(copy.kernel)  # the C copy_from
+    assert game.to_bytes() == copy.to_bytes()
+    with pytest.raises(TypeError, match="cannot assign a KuhnState"):
+        game.kernel.assign(KuhnGame.new().kernel)
