@@ -16,6 +16,7 @@ when ``train_policy`` is called (at evaluation, checkpoint and the end).
 from __future__ import annotations
 
 import time
+from collections import Counter
 from dataclasses import asdict
 
 import numpy as np
@@ -101,10 +102,7 @@ class DeepCFRTrainer:
     def run_iteration(self) -> dict[str, float]:
         """Traverse and train both players for iteration t = self.iteration + 1."""
         t = self.iteration + 1
-        metrics: dict[str, float] = {}
-        totals = dict.fromkeys(
-            ("nodes", "terminals", "branch_nodes", "playouts", "queries", "query_rows"), 0
-        )
+        totals: Counter[str] = Counter()  # traversal stats, summed in traversal-ID order
         n_adv = n_strat = 0
         time_traversal = time_train = 0.0
         losses = []
@@ -120,36 +118,28 @@ class DeepCFRTrainer:
                 self.strategy_memory.add(*result.strategy, t, memory_stream)
                 n_adv += len(result.advantage.features)
                 n_strat += len(result.strategy.features)
-                for key in totals:
-                    totals[key] += result.stats[key]
+                totals.update(result.stats)
             time_traversal += time.perf_counter() - start
             start = time.perf_counter()
             losses.append(self._train_advantage(player, t))
             time_train += time.perf_counter() - start
         self.iteration = t
-        metrics.update(
-            {
-                "loss/advantage": float(np.mean(losses)),
-                "loss/advantage_p0": losses[0],
-                "loss/advantage_p1": losses[1],
-                "traversal/traversals": 2 * self.traversal_cfg.traversals_per_player,
-                "traversal/nodes": totals["nodes"],
-                "traversal/terminals": totals["terminals"],
-                "traversal/branch_nodes": totals["branch_nodes"],
-                "traversal/playouts": totals["playouts"],
-                "traversal/queries": totals["queries"],
-                "traversal/query_rows": totals["query_rows"],
-                "traversal/nodes_per_second": totals["nodes"] / max(time_traversal, 1e-9),
-                "samples/advantage": n_adv,
-                "samples/strategy": n_strat,
-                "memory/advantage": sum(m.size for m in self.advantage_memories),
-                "memory/strategy": self.strategy_memory.size,
-                "memory/bytes_per_sample": self.strategy_memory.bytes_per_sample,
-                "time/traversal_seconds": time_traversal,
-                "time/advantage_train_seconds": time_train,
-            }
-        )
-        return metrics
+        traversal = {f"traversal/{key}": value for key, value in totals.items()}
+        return {
+            **traversal,
+            "loss/advantage": float(np.mean(losses)),
+            "loss/advantage_p0": losses[0],
+            "loss/advantage_p1": losses[1],
+            "traversal/traversals": 2 * self.traversal_cfg.traversals_per_player,
+            "traversal/nodes_per_second": totals["nodes"] / max(time_traversal, 1e-9),
+            "samples/advantage": n_adv,
+            "samples/strategy": n_strat,
+            "memory/advantage": sum(m.size for m in self.advantage_memories),
+            "memory/strategy": self.strategy_memory.size,
+            "memory/bytes_per_sample": self.strategy_memory.bytes_per_sample,
+            "time/traversal_seconds": time_traversal,
+            "time/advantage_train_seconds": time_train,
+        }
 
     def _train_advantage(self, player: int, t: int) -> float:
         """Fit player's advantage net; returns the mean loss of the last 10% of steps."""
