@@ -32,7 +32,7 @@ cimport numpy as cnp
 from libc.stdint cimport int8_t, uint8_t, uint64_t
 from libc.string cimport memcpy
 
-from lostcities._rng cimport (PURPOSE_BRANCH, PURPOSE_CHANCE, PURPOSE_OPPONENT, PURPOSE_ROLLOUT,
+from lostcities._rng cimport (PURPOSE_BRANCH, PURPOSE_CHANCE, PURPOSE_DEAL, PURPOSE_OPPONENT, PURPOSE_ROLLOUT,
                               PURPOSE_TRAVERSER, Rng, rng_below, rng_choice, rng_init,
                               rng_next, rng_uniform, stream_key)
 from lostcities.games._state cimport CHANCE_PLAYER, MAX_CHANCE_OUTCOMES, TERMINAL_PLAYER, GameState
@@ -40,6 +40,9 @@ from lostcities.games._state cimport CHANCE_PLAYER, MAX_CHANCE_OUTCOMES, TERMINA
 cnp.import_array()
 
 SCHEMES = ("external", "rollout")
+
+cdef enum:
+    MAX_ACTIONS = 512  # bound of the on-stack legal-action lists
 
 
 cdef class SampleBuffer:
@@ -108,7 +111,7 @@ cdef class Traverser:
     cdef object playout_rngs_arr    # uint64 (playouts,): one stream state per playout
     cdef uint64_t[::1] playout_rngs
     cdef SampleBuffer adv, strat
-    cdef public long nodes, terminals, capped_games, branch_nodes, playouts, queries, query_rows
+    cdef public long nodes, terminals, branch_nodes, playouts, queries, query_rows
     # Game-operation counts since construction (benchmarks/bench_traversal.py turns them into
     # time with lostcities.games._state.op_costs); not part of a traversal's result.
     cdef public long ops_mask, ops_encode, ops_apply, ops_reshuffle
@@ -118,6 +121,8 @@ cdef class Traverser:
                  bint win_loss=False, sampling_policy=None, int max_depth=4096):
         if scheme not in SCHEMES:
             raise ValueError(f"scheme must be one of {SCHEMES}, got {scheme!r}")
+        if prototype.num_actions > MAX_ACTIONS:
+            raise ValueError(f"games with more than {MAX_ACTIONS} actions are not supported")
         self.prototype = prototype.clone()
         self.policy = policy
         self.num_actions = prototype.num_actions
@@ -154,6 +159,22 @@ cdef class Traverser:
                     self.q_out_arr[:n])
         return 0
 
+    cdef void _load_query_row(self, GameState state, int player, const uint8_t* mask) noexcept:
+        """Write ``player``'s information state at ``state`` and its mask into query row 0."""
+        self.q_players[0] = player
+        self.ops_encode += 1
+        state.encode(player, &self.q_features[0, 0])
+        memcpy(&self.q_masks[0, 0], mask, self.num_actions)
+
+    cdef void _record_strategy(self, const uint8_t* mask) noexcept:
+        """Append query row 0 (features, mask, sigma) as a strategy sample."""
+        cdef Py_ssize_t row = self.strat.add()
+        cdef int a
+        memcpy(&self.strat.f[row, 0], &self.q_features[0, 0], self.dim * sizeof(float))
+        for a in range(self.num_actions):
+            self.strat.m[row, a] = mask[a]
+            self.strat.y[row, a] = <float>self.q_out[0, a]
+
     cdef inline double _utility(self, double payoff) noexcept:
         """The traverser's payoff as the learning target: scaled score
         difference, or +1/0/-1 with win_loss."""
@@ -177,7 +198,7 @@ cdef class Traverser:
         cdef GameState root = self._at(0)
         cdef Rng deal_rng
         cdef uint64_t t = iteration, p = player, k = index
-        rng_init(&deal_rng, stream_key(self.seed, t, p, k, 1))
+        rng_init(&deal_rng, stream_key(self.seed, t, p, k, PURPOSE_DEAL))
         rng_init(&self.chance_rng, stream_key(self.seed, t, p, k, PURPOSE_CHANCE))
         rng_init(&self.opp_rng, stream_key(self.seed, t, p, k, PURPOSE_OPPONENT))
         rng_init(&self.trav_rng, stream_key(self.seed, t, p, k, PURPOSE_TRAVERSER))
@@ -185,7 +206,7 @@ cdef class Traverser:
         self.rollout_key = stream_key(self.seed, t, p, k, PURPOSE_ROLLOUT)
         self.adv = SampleBuffer(self.dim, self.num_actions)
         self.strat = SampleBuffer(self.dim, self.num_actions)
-        self.nodes = self.terminals = self.capped_games = 0
+        self.nodes = self.terminals = 0
         self.branch_nodes = self.playouts = self.queries = self.query_rows = 0
         root.reset(&deal_rng)
         if self.scheme_id == 0:
@@ -225,10 +246,7 @@ cdef class Traverser:
         cdef double* values = &self.depth_values[depth, 0]
         self.ops_mask += 1
         state.legal_mask(mask)
-        self.q_players[0] = cur
-        self.ops_encode += 1
-        state.encode(cur, &self.q_features[0, 0])
-        memcpy(&self.q_masks[0, 0], mask, self.num_actions)
+        self._load_query_row(state, cur, mask)
         self._query(1)
         memcpy(sigma, &self.q_out[0, 0], self.num_actions * sizeof(double))
         if cur == traverser:
@@ -250,12 +268,7 @@ cdef class Traverser:
                 if mask[a]:
                     self.adv.y[row, a] = <float>(values[a] - value)
             return value
-        row = self.strat.add()
-        self.ops_encode += 1
-        state.encode(cur, &self.strat.f[row, 0])
-        for a in range(self.num_actions):
-            self.strat.m[row, a] = mask[a]
-            self.strat.y[row, a] = <float>sigma[a]
+        self._record_strategy(mask)  # query row 0 still holds this node
         a = rng_choice(&self.opp_rng, sigma, self.num_actions)
         child.copy_from(state)
         self.ops_apply += 1
@@ -270,7 +283,8 @@ cdef class Traverser:
 
     cdef int _rollout_scheme(self, int traverser) except -1:
         cdef GameState state = self._at(0)
-        cdef int cur, n, a, k, i, b, r, A = self.num_actions
+        cdef int cur, n, a, b, r, A = self.num_actions
+        cdef int[MAX_ACTIONS] legal
         cdef int[MAX_CHANCE_OUTCOMES] outcomes
         cdef double[MAX_CHANCE_OUTCOMES] probs
         cdef uint8_t* mask = &self.depth_mask[0, 0]
@@ -288,41 +302,30 @@ cdef class Traverser:
                 self.ops_apply += 1
                 state.apply(outcomes[rng_choice(&self.chance_rng, probs, n)])
                 continue
-            self.ops_mask += 1
-            n = state.legal_mask(mask)
             if cur == traverser:
                 if rng_uniform(&self.branch_rng) < self.branch_prob:
                     self._pooled(used).copy_from(state)
                     branches.append(used)
                     used += 1
                 if self.sampling_policy is None:  # uniform over the legal actions
-                    k = <int>rng_below(&self.trav_rng, n)
-                    for a in range(A):
-                        if mask[a]:
-                            if k == 0:
-                                break
-                            k -= 1
+                    self.ops_mask += 1
+                    n = state.legal_actions(legal)
+                    a = legal[rng_below(&self.trav_rng, n)]
                 else:  # a fixed policy, the same at every iteration
-                    self.q_players[0] = cur
-                    self.ops_encode += 1
-                    state.encode(cur, &self.q_features[0, 0])
-                    memcpy(&self.q_masks[0, 0], mask, A)
+                    self.ops_mask += 1
+                    state.legal_mask(mask)
+                    self._load_query_row(state, cur, mask)
                     self.sampling_policy(self.q_players_arr[:1], self.q_features_arr[:1],
                                          self.q_masks_arr[:1], self.q_out_arr[:1])
                     a = rng_choice(&self.trav_rng, &self.q_out[0, 0], A)
                 self.ops_apply += 1
                 state.apply(a)
                 continue
-            self.q_players[0] = cur
-            self.ops_encode += 1
-            state.encode(cur, &self.q_features[0, 0])
-            memcpy(&self.q_masks[0, 0], mask, A)
+            self.ops_mask += 1
+            state.legal_mask(mask)
+            self._load_query_row(state, cur, mask)
             self._query(1)
-            row = self.strat.add()
-            memcpy(&self.strat.f[row, 0], &self.q_features[0, 0], self.dim * sizeof(float))
-            for a in range(A):
-                self.strat.m[row, a] = mask[a]
-                self.strat.y[row, a] = <float>self.q_out[0, a]
+            self._record_strategy(mask)
             a = rng_choice(&self.opp_rng, &self.q_out[0, 0], A)
             self.ops_apply += 1
             state.apply(a)

@@ -60,7 +60,8 @@ class AdvantagePolicy:
         """Predicted advantages (n, A) of ``player``'s network for features (n, d)."""
         net = self.nets[player]
         with torch.inference_mode():
-            out = net(torch.from_numpy(features).to(self.device))
+            # np.require copies only read-only input (e.g. GameTree encodings), not the hot path
+            out = net(torch.from_numpy(np.require(features, requirements="W")).to(self.device))
         return out.float().cpu().numpy()
 
     def strategy(self, player: int, features: np.ndarray, masks: np.ndarray) -> np.ndarray:

@@ -218,10 +218,7 @@ class DeepCFRTrainer:
     ) -> np.ndarray:
         """The current strategy sigma_t (regret matching on advantage nets), (n, A)."""
         out = np.zeros(masks.shape)
-        for player in (0, 1):
-            rows = np.flatnonzero(players == player)
-            if len(rows):
-                out[rows] = self.sigma.strategy(player, features[rows], masks[rows])
+        self.sigma(players, features, masks, out)  # the traversal's own callback
         return out
 
     # --- checkpoint payload -------------------------------------------------------------------
