@@ -1,10 +1,12 @@
 """Traversal benchmark: Lost Cities rollout-scheme traversals with the 512x3 network.
 
     python benchmarks/bench_traversal.py [--traversals 6] [--hidden 512] [--layers 3]
+                                         [--warm-start 1.0]
 
 Reports nodes/s and splits traversal time into
 - network forward: time inside the torch forward calls of the policy;
-- policy glue: the rest of the policy callback (numpy, regret matching, call overhead);
+- policy glue: the rest of the policy callback (numpy, regret matching, call overhead,
+  and with ``--warm-start`` the heuristic seed evaluated on every queried row);
 - game logic: the kernel's game-operation counts (legal masks, encodes,
   copy+apply, reshuffles) times each operation's cost measured in C by
   ``lostcities.games._state.op_costs``;
@@ -20,6 +22,7 @@ import time
 
 import torch
 
+from lostcities.cfr.initial import lost_cities_heuristic
 from lostcities.cfr.networks import build_network
 from lostcities.cfr.policy import AdvantagePolicy
 from lostcities.cfr.traversal import make_traverser
@@ -61,6 +64,9 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     parser.add_argument("--layers", type=int, default=3)
     parser.add_argument("--branch-prob", type=float, default=0.05)
     parser.add_argument("--threads", type=int, default=1, help="torch threads (workers use 1)")
+    parser.add_argument(
+        "--warm-start", type=float, default=0.0, help="seed regrets with the heuristic (c)"
+    )
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
 
@@ -76,7 +82,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
         )
         for p in (0, 1)
     ]
-    sigma = AdvantagePolicy()
+    sigma = AdvantagePolicy(initial=lost_cities_heuristic, warm_start=args.warm_start)
     for player, net in enumerate(nets):
         sigma.set_network(player, net)
     policy = TimedPolicy(sigma)
@@ -109,7 +115,8 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     }
     print(
         f"Lost Cities rollout traversals, {args.hidden}x{args.layers} MLP, "
-        f"branch_prob {args.branch_prob}, torch threads {args.threads}"
+        f"branch_prob {args.branch_prob}, torch threads {args.threads}, "
+        f"warm start {args.warm_start}"
     )
     print(
         f"  {args.traversals} traversals, {nodes} nodes, {samples} advantage samples "

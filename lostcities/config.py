@@ -44,6 +44,15 @@ class TraversalConfig:
     (fixed-policy trajectory + branching with on-policy rollouts; Lost Cities)."""
     traversals_per_player: int = 100
     """Traversals per player per iteration (IDs (t, p, k) for k below this)."""
+    first_traversals_per_player: int = 0
+    """Traversals per player at iteration 1 (0: ``traversals_per_player``). Iteration 1
+    plays sigma_1, which needs no network forward when it is a fixed rule, so its
+    samples can be far cheaper; a sample's linear-CFR weight is divided by its
+    iteration's traversal count, so every iteration keeps weight t whatever its size."""
+    updates: str = "alternating"
+    """``alternating`` (Brown et al. 2019: player 1 traverses against player 0's freshly
+    trained network) or ``simultaneous`` (both players traverse against sigma_t, then
+    both networks train; Zinkevich et al.'s CFR)."""
     branch_prob: float = 0.05
     """rollout scheme: probability that a traverser decision node on the trajectory
     branches (constant over iterations, which keeps the regret estimate unbiased)."""
@@ -57,6 +66,12 @@ class TraversalConfig:
     """sigma_1, played before a player's first advantage network exists: ``uniform``
     (textbook) or ``lost_cities_heuristic`` (see lostcities/cfr/initial.py; sound because
     regret matching's bound does not depend on the first strategy)."""
+    warm_start: float = 0.0
+    """Strategy-based warm start (Brown & Sandholm 2016): initial regrets c * sigma_1, so
+    sigma_{t+1} = RM(c * sigma_1 + R_t) with R_t the linear-CFR cumulative regret (in
+    utility units). 0 is plain Deep CFR. The seed fades as regrets accumulate and keeps
+    regret matching's guarantee; it stops noisy early regret estimates from throwing away
+    a sound sigma_1 (see lostcities/cfr/policy.py)."""
     cache_strategies: bool = False
     """Memoize sigma per information state within an iteration (exact; pays off on
     small games whose infosets repeat, useless on Lost Cities)."""
@@ -84,6 +99,10 @@ class OptimConfig:
     strategy_lr: float = 1e-3
     grad_clip: float = 1.0
     """Max global gradient norm (0 disables clipping)."""
+    augment_symmetries: bool = False
+    """Train on each sampled row under a random symmetry of the game (Lost Cities: one of
+    the 120 color relabellings), so every sample teaches all colors. Needs a game with
+    symmetries (Kuhn and Leduc define none)."""
 
 
 @dataclass

@@ -44,7 +44,7 @@ def non_timing(row: dict) -> dict:
 
 
 @pytest.mark.parametrize(
-    ("game", "network"), [("lost_cities", "default"), ("kuhn", "small"), ("leduc", "small")]
+    ("game", "network"), [("lost_cities", "compact"), ("kuhn", "small"), ("leduc", "small")]
 )
 def test_every_game_composes_with_its_default_network(game, network):
     cfg = typed(compose_cfg([f"game={game}"]))
@@ -55,7 +55,8 @@ def test_every_game_composes_with_its_default_network(game, network):
 
 
 @pytest.mark.parametrize(
-    ("network", "hidden", "layers"), [("default", 512, 3), ("wide", 1024, 3), ("deep", 512, 6)]
+    ("network", "hidden", "layers"),
+    [("default", 512, 3), ("wide", 1024, 3), ("deep", 512, 6), ("compact", 256, 2)],
 )
 def test_network_group(network, hidden, layers):
     cfg = typed(compose_cfg([f"network={network}"]))

@@ -3,7 +3,8 @@
 Each sample is (information-state features, legal mask, target, iteration):
 target = regrets for the advantage memory, sigma for the strategy memory.
 Storage per sample: features float16 (exact for the counts and one-hots the
-games encode; Lost Cities' draw-pile fraction is rounded to ~1e-3), mask
+games encode; Lost Cities' fractions, e.g. the draw pile left or a color's
+top rank / 9, are rounded to ~1e-3), mask
 bit-packed, target float16, iteration int32. Reservoir sampling keeps a
 uniform sample of everything ever inserted once capacity is reached; the
 replacement draws come from a caller-supplied keyed stream, so the memory's

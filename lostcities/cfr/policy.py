@@ -36,7 +36,15 @@ class AdvantagePolicy:
     """sigma_t for both players: regret matching on each player's advantage net.
 
     A player without a trained network yet plays ``initial`` (uniform by default;
-    see :mod:`lostcities.cfr.initial`).
+    see :mod:`lostcities.cfr.initial`). With ``warm_start`` c > 0 the initial
+    strategy also seeds the regrets (Brown & Sandholm 2016, strategy-based warm
+    starting): sigma_{t+1} = RM(c * sigma_1 + R_t), where R_t = sum_i i * r_i is the
+    linear-CFR cumulative regret. The network predicts the weighted mean
+    R_t / W_t (W_t = sum_i i, passed to ``set_network``), so sigma is
+    RM(prediction + c / W_t * sigma_1): the seed counts fully at first and fades
+    as regrets accumulate. RM(c * sigma_1) = sigma_1, so iteration 1 is unchanged,
+    and a constant initial regret leaves regret matching's average-regret
+    bound going to zero.
     With ``cache=True`` sigma is memoised per (player, features) until the
     networks change: exact, and on Kuhn/Leduc nearly every query is a hit.
     Rows are evaluated one player group at a time; a row's result depends
@@ -44,15 +52,28 @@ class AdvantagePolicy:
     """
 
     def __init__(
-        self, device: str = "cpu", cache: bool = False, initial: InitialStrategy = uniform_initial
+        self,
+        device: str = "cpu",
+        cache: bool = False,
+        initial: InitialStrategy = uniform_initial,
+        warm_start: float = 0.0,
     ) -> None:
+        if warm_start < 0:
+            raise ValueError(f"traversal.warm_start must be >= 0, got {warm_start}")
         self.nets: list[torch.nn.Module | None] = [None, None]
+        self.regret_weights = [1.0, 1.0]  # W_t of each player's network
         self.initial = initial
+        self.warm_start = warm_start
         self.device = torch.device(device)
         self.cache: dict[tuple[int, bytes], np.ndarray] | None = {} if cache else None
 
-    def set_network(self, player: int, net: torch.nn.Module | None) -> None:
+    def set_network(
+        self, player: int, net: torch.nn.Module | None, regret_weight: float = 1.0
+    ) -> None:
+        """``regret_weight``: W_t, the total linear-CFR weight of the regrets the
+        network's mean prediction stands for (scales the warm start)."""
         self.nets[player] = net
+        self.regret_weights[player] = regret_weight
         if self.cache is not None:
             self.cache.clear()
 
@@ -67,7 +88,11 @@ class AdvantagePolicy:
     def strategy(self, player: int, features: np.ndarray, masks: np.ndarray) -> np.ndarray:
         if self.nets[player] is None:
             return self.initial(np.full(len(masks), player, dtype=np.int8), features, masks)
-        return regret_matching(self.advantages(player, features), masks)
+        advantages = self.advantages(player, features)
+        if self.warm_start > 0:
+            seed = self.initial(np.full(len(masks), player, dtype=np.int8), features, masks)
+            advantages = advantages + (self.warm_start / self.regret_weights[player]) * seed
+        return regret_matching(advantages, masks)
 
     def __call__(
         self, players: np.ndarray, features: np.ndarray, masks: np.ndarray, out: np.ndarray

@@ -1,16 +1,19 @@
 """Deep CFR (Brown et al. 2019) over any game of the C-level interface.
 
 Per iteration t (1-based) and player p:
-1. build the canonical traversal IDs (t, p, k), k < traversals_per_player,
+1. build the canonical traversal IDs (t, p, k), k < traversals_at(t),
    and let the executor run them (inline here; only the partition of the
    list may depend on the number of workers);
 2. sort the results by ID and insert their samples into the reservoir
    memories in that order (advantage memory of p, shared strategy memory);
 3. train p's advantage network (from scratch by default) on a
    t-weighted MSE over legal actions (linear CFR weighting), and make it
-   p's sigma for every later traversal.
+   p's sigma for every later traversal: right away with ``alternating``
+   updates, after both players traversed with ``simultaneous`` ones.
 The policy (average strategy) network is trained on the strategy memory
 when ``train_policy`` is called (at evaluation, checkpoint and the end).
+With ``optim.augment_symmetries`` every training row is relabelled by a
+random symmetry of the game (Lost Cities: a color permutation) first.
 """
 
 from __future__ import annotations
@@ -30,6 +33,8 @@ from lostcities.cfr.traversal import TraversalId, TraversalResult, make_traverse
 from lostcities.config import MemoryConfig, NetworkConfig, OptimConfig, TraversalConfig
 from lostcities.games import GameSpec
 from lostcities.rng import Purpose, Stream, stream_key
+
+UPDATES = ("alternating", "simultaneous")
 
 
 class InlineExecutor:
@@ -76,11 +81,23 @@ class DeepCFRTrainer:
         self.policy_net = self._new_net(Purpose.NETWORK_INIT, 0, 2)
         self.policy_optimizer = torch.optim.Adam(self.policy_net.parameters(), lr=optim.strategy_lr)
         self.policy_trained_at = 0  # iteration the policy net last saw
+        self.symmetries: tuple[torch.Tensor, torch.Tensor] | None = None
+        if optim.augment_symmetries:
+            if game.symmetries is None:
+                raise ValueError(
+                    f"optim.augment_symmetries needs a game with symmetries; {game.name} has none"
+                )
+            self.symmetries = tuple(torch.from_numpy(i).to(self.device) for i in game.symmetries)
         self.sigma = AdvantagePolicy(
             device,
             cache=traversal.cache_strategies,
             initial=make_initial_strategy(traversal.initial_strategy),
+            warm_start=traversal.warm_start,
         )
+        if traversal.updates not in UPDATES:
+            raise ValueError(
+                f"traversal.updates must be one of {UPDATES}, got {traversal.updates!r}"
+            )
         self.executor = InlineExecutor(
             make_traverser(game.prototype, self.sigma, traversal, seed, utility_scale, win_loss)
         )
@@ -108,9 +125,7 @@ class DeepCFRTrainer:
         losses = []
         for player in (0, 1):
             start = time.perf_counter()
-            ids = [
-                TraversalId(t, player, k) for k in range(self.traversal_cfg.traversals_per_player)
-            ]
+            ids = [TraversalId(t, player, k) for k in range(self.traversals_at(t))]
             results = sorted(self.executor.run(ids), key=lambda r: r.id)
             memory_stream = Stream(stream_key(self.seed, t, player, 0, Purpose.MEMORY))
             for result in results:  # ordered merge: memory content depends on IDs only
@@ -120,8 +135,13 @@ class DeepCFRTrainer:
                 n_strat += len(result.strategy.features)
                 totals.update(result.stats)
             time_traversal += time.perf_counter() - start
+            if self.traversal_cfg.updates == "alternating":
+                start = time.perf_counter()
+                losses.append(self._train_advantage(player, t))
+                time_train += time.perf_counter() - start
+        if self.traversal_cfg.updates == "simultaneous":
             start = time.perf_counter()
-            losses.append(self._train_advantage(player, t))
+            losses = [self._train_advantage(player, t) for player in (0, 1)]
             time_train += time.perf_counter() - start
         self.iteration = t
         traversal = {f"traversal/{key}": value for key, value in totals.items()}
@@ -130,7 +150,7 @@ class DeepCFRTrainer:
             "loss/advantage": float(np.mean(losses)),
             "loss/advantage_p0": losses[0],
             "loss/advantage_p1": losses[1],
-            "traversal/traversals": 2 * self.traversal_cfg.traversals_per_player,
+            "traversal/traversals": 2 * self.traversals_at(t),
             "traversal/nodes_per_second": totals["nodes"] / max(time_traversal, 1e-9),
             "samples/advantage": n_adv,
             "samples/strategy": n_strat,
@@ -140,6 +160,21 @@ class DeepCFRTrainer:
             "time/traversal_seconds": time_traversal,
             "time/advantage_train_seconds": time_train,
         }
+
+    def traversals_at(self, t: int) -> int:
+        """Traversals per player at iteration t."""
+        first = self.traversal_cfg.first_traversals_per_player
+        return first if t == 1 and first > 0 else self.traversal_cfg.traversals_per_player
+
+    def _weights(self, iterations: torch.Tensor, t: int) -> torch.Tensor:
+        """Linear CFR: a sample of iteration i weighs i, divided by i's traversal count
+        (relative to the usual count) so that a larger iteration 1 adds samples, not weight.
+        iterations: (b,) float -> (b,) float, scaled by 1/t to keep losses near unit size."""
+        weights = iterations / t
+        if self.traversals_at(1) != self.traversal_cfg.traversals_per_player:
+            scale = self.traversal_cfg.traversals_per_player / self.traversals_at(1)
+            weights = torch.where(iterations == 1, weights * scale, weights)
+        return weights
 
     def _train_advantage(self, player: int, t: int) -> float:
         """Fit player's advantage net; returns the mean loss of the last 10% of steps."""
@@ -164,7 +199,7 @@ class DeepCFRTrainer:
         )
         net.eval()
         self.advantage_nets[player] = net
-        self.sigma.set_network(player, net)
+        self.sigma.set_network(player, net, _regret_weight(t))
         return loss
 
     def train_policy(self) -> float:
@@ -191,7 +226,9 @@ class DeepCFRTrainer:
         tail = []
         for step in range(steps):
             features, masks, targets, iterations = memory.sample(batch_size, generator, self.device)
-            weights = iterations / t  # linear CFR: a sample of iteration i weighs i
+            if self.symmetries is not None:
+                features, masks, targets = self._relabel(features, masks, targets, generator)
+            weights = self._weights(iterations, t)
             loss = loss_fn(net(features), masks, targets, weights)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
@@ -201,6 +238,19 @@ class DeepCFRTrainer:
             if step >= steps - max(1, steps // 10):
                 tail.append(loss.item())
         return float(np.mean(tail))
+
+    def _relabel(self, features, masks, targets, generator):
+        """Each row under its own random symmetry: features (b, d), masks and targets (b, A).
+        Regrets and sigma are equivariant, so the relabelled row is a valid sample."""
+        feature_index, action_index = self.symmetries
+        pick = torch.from_numpy(generator.integers(0, len(feature_index), size=len(features)))
+        pick = pick.to(self.device)
+        actions = action_index[pick]  # (b, A)
+        return (
+            features.gather(1, feature_index[pick]),
+            masks.gather(1, actions),
+            targets.gather(1, actions),
+        )
 
     # --- the learned strategies -------------------------------------------------------------
     def policy_probs(self, features: np.ndarray, masks: np.ndarray) -> np.ndarray:
@@ -252,12 +302,17 @@ class DeepCFRTrainer:
                 optimizer.load_state_dict(state["advantage_optimizers"][player])
             self.advantage_nets[player] = net
             self.advantage_optimizers[player] = optimizer
-            self.sigma.set_network(player, net)
+            self.sigma.set_network(player, net, _regret_weight(self.iteration))
         self.policy_net.load_state_dict(state["policy_net"])
         self.policy_optimizer.load_state_dict(state["policy_optimizer"])
         for memory, saved in zip(self.advantage_memories, state["advantage_memories"], strict=True):
             memory.load_state_dict(saved)
         self.strategy_memory.load_state_dict(state["strategy_memory"])
+
+
+def _regret_weight(t: int) -> float:
+    """W_t = 1 + 2 + ... + t: the linear-CFR weight behind an advantage net of iteration t."""
+    return t * (t + 1) / 2
 
 
 def _regret_loss(pred, masks, targets, weights):

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from lostcities.config import GameConfig
 from lostcities.games._state import GameState
 
@@ -22,13 +24,19 @@ class GameSpec:
     num_actions: int
     encoding_size: int
     small: bool  # exact exploitability is computable (Kuhn, Leduc)
+    # (feature_index (S, encoding_size), action_index (S, num_actions)): relabellings that
+    # change no rule (see lost_cities_spec.color_permutations); None when not used.
+    symmetries: tuple[np.ndarray, np.ndarray] | None = None
 
 
 def make_game(cfg: GameConfig) -> GameSpec:
+    symmetries = None
     if cfg.name == "lost_cities":
         from lostcities.games.lost_cities import LostCitiesGame
+        from lostcities.games.lost_cities_spec import color_permutations
 
         prototype = LostCitiesGame.from_seed(0, max_turns=cfg.max_turns).kernel
+        symmetries = color_permutations()
     elif cfg.name == "kuhn":
         from lostcities.games.kuhn import KuhnGame
 
@@ -47,4 +55,5 @@ def make_game(cfg: GameConfig) -> GameSpec:
         prototype.num_actions,
         prototype.encoding_size,
         small=cfg.name != "lost_cities",
+        symmetries=symmetries,
     )

@@ -31,7 +31,7 @@ cdef enum:
     DISCARD = 50
     DRAW_DECK = 100
     DRAW_PILE = 101
-    ENC_SIZE = 855
+    ENC_SIZE = 1077
     # Encoding offsets (named slices in lost_cities_spec.ENCODING_SLICES).
     OFF_OWN_HAND = 0
     OFF_OWN_EXP = 50
@@ -42,6 +42,13 @@ cdef enum:
     OFF_PHASE = 801
     OFF_JUST_DISCARDED = 803
     OFF_SEAT = 853
+    # derived features (functions of the slices above, spelled out for the networks)
+    OFF_PLAYABLE = 855
+    OFF_OPENS = 905
+    OFF_GAP = 955
+    OFF_COLOR_STATS = 1005
+    COLOR_STATS = 14
+    OFF_TOTALS = 1075
 
 
 cdef struct LCData:
@@ -268,6 +275,62 @@ cdef class LostCitiesState(GameState):
         if self.d.just_discarded >= 0:
             out[OFF_JUST_DISCARDED + self.d.just_discarded] = 1.0
         out[OFF_SEAT + player] = 1.0
+        self._encode_derived(player, out)
+
+    cdef void _encode_derived(self, int player, float* out) noexcept:
+        """The spec's derived slices: per-card playability and per-color summaries."""
+        cdef int opp = 1 - player, t, c, r, j, top, base, cards, wagers, n
+        cdef int hand_points, unseen_points, color_in_hand
+        cdef int p, who
+        cdef int total[2]
+        cdef uint8_t in_pile[NUM_TYPES]
+        cdef float* row
+        memset(in_pile, 0, sizeof(in_pile))
+        for c in range(NUM_COLORS):
+            for j in range(self.d.pile_len[c]):
+                in_pile[self.d.pile[c][j]] = 1
+        total[0] = total[1] = 0
+        for c in range(NUM_COLORS):
+            base = c * RANKS
+            row = &out[OFF_COLOR_STATS + c * COLOR_STATS]
+            for who in range(2):  # 0: own expedition, 1: the opponent's
+                p = player if who == 0 else opp
+                wagers = self.d.played[p][base]
+                cards = wagers
+                for r in range(1, RANKS):
+                    cards += self.d.played[p][base + r]
+                n = expedition_score(self.d.played[p], c)
+                total[who] += n
+                row[who * 5 + 0] = 1.0 if cards > 0 else 0.0
+                row[who * 5 + 1] = self.d.top_rank[p][c] / 9.0
+                row[who * 5 + 2] = wagers / 3.0
+                row[who * 5 + 3] = cards / 12.0
+                row[who * 5 + 4] = n / 100.0
+            top = self.d.top_rank[player][c]
+            hand_points = unseen_points = color_in_hand = 0
+            for r in range(RANKS):
+                t = base + r
+                color_in_hand += self.d.hand[player][t]
+                if r > top:
+                    if self.d.hand[player][t]:
+                        hand_points += r + 1
+                    elif not (self.d.played[0][t] or self.d.played[1][t] or in_pile[t]
+                              or self.d.known[opp][t]):
+                        unseen_points += r + 1
+                if self.d.hand[player][t] and (r > top or (r == 0 and top == 0)):
+                    out[OFF_PLAYABLE + t] = 1.0
+                    if row[0] == 0.0:
+                        out[OFF_OPENS + t] = 1.0
+                    if r > 0:
+                        out[OFF_GAP + t] = (r - top - 1) / 8.0
+            row[10] = hand_points / 54.0
+            row[11] = unseen_points / 54.0
+            if self.d.pile_len[c]:
+                r = self.d.pile[c][self.d.pile_len[c] - 1] % RANKS
+                row[12] = 1.0 if (r > top or (r == 0 and top == 0)) else 0.0
+            row[13] = color_in_hand / 8.0
+        out[OFF_TOTALS] = total[0] / 100.0
+        out[OFF_TOTALS + 1] = total[1] / 100.0
 
     cdef void reshuffle(self, Rng* rng) noexcept:
         """Fisher-Yates from the back over the unseen draw pile only."""

@@ -3,7 +3,7 @@
     >>> game = LostCitiesGame.from_seed(7)
     >>> game.apply(game.legal_actions()[0])
 
-Card types, the 106-action layout and the 855-float information-state
+Card types, the 106-action layout and the 1077-float information-state
 encoding are documented in :mod:`lostcities.games.lost_cities_spec`. The
 kernel (``_lost_cities.pyx``) holds the state in C memory; this wrapper
 validates input, gives readable errors, and offers views (hands,
@@ -139,7 +139,7 @@ class LostCitiesGame:
 
     # --- observations and scores -------------------------------------------------------
     def encode(self, player: int) -> np.ndarray:
-        """Information state of ``player``: float32 (855,), slices in the spec module."""
+        """Information state of ``player``: float32 (1077,), slices in the spec module."""
         return self.kernel.encoding(_check_player(player))
 
     def expedition_scores(self, player: int) -> list[int]:

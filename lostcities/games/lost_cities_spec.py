@@ -36,9 +36,27 @@ Information-state encoding (float32, ``ENCODING_SIZE`` values, for player i)
     phase           [801, 803)  one-hot: 0 play/discard, 1 draw
     just_discarded  [803, 853)  one-hot type discarded this turn (phase 1)
     seat            [853, 855)  one-hot: i == 0, i == 1
+  derived (functions of the slices above, spelled out so a network needs
+  few samples to see them; t = card type, c = color, r = rank):
+    playable        [855, 905)  1 if t is in i's hand and i may play it now
+    opens           [905, 955)  1 if t is playable and i has no card of its color yet
+    gap             [955, 1005) playable number card: ranks it skips if played, / 8
+    color_stats     [1005, 1075) 5 colors x 14 values (COLOR_STATS order):
+                                own expedition: opened, top rank / 9, wagers / 3,
+                                cards / 12, score now / 100; the same five for the
+                                opponent; own hand points above own top / 54; unseen
+                                points above own top (not in i's hand, on an
+                                expedition, in a pile or known in the opponent's
+                                hand) / 54; top of c's discard pile playable by i;
+                                cards of c in i's hand / 8
+    score_totals    [1075, 1077) own and opponent's total score now / 100
 """
 
 from __future__ import annotations
+
+import itertools
+
+import numpy as np
 
 NUM_PLAYERS = 2
 NUM_COLORS = 5
@@ -73,8 +91,18 @@ ENCODING_SLICES: dict[str, slice] = {
     "phase": slice(801, 803),
     "just_discarded": slice(803, 853),
     "seat": slice(853, 855),
+    "playable": slice(855, 905),
+    "opens": slice(905, 955),
+    "gap": slice(955, 1005),
+    "color_stats": slice(1005, 1075),
+    "score_totals": slice(1075, 1077),
 }
-ENCODING_SIZE = 855
+ENCODING_SIZE = 1077
+COLOR_STATS = (
+    "own_opened", "own_top", "own_wagers", "own_cards", "own_score",
+    "opp_opened", "opp_top", "opp_wagers", "opp_cards", "opp_score",
+    "hand_points", "unseen_points", "pile_top_playable", "hand_cards",
+)  # fmt: skip
 
 
 def card_color(card_type: int) -> int:
@@ -117,3 +145,46 @@ def action_name(action: int) -> str:
 def sorted_deck() -> list[int]:
     """The 60 cards as card types, before the shuffle of a seeded deal."""
     return [t for t in range(NUM_CARD_TYPES) for _ in range(copies(t))]
+
+
+def color_permutations() -> tuple[np.ndarray, np.ndarray]:
+    """The game's symmetries: relabelling the 5 colors changes no rule.
+
+    Returns ``(feature_index (120, ENCODING_SIZE), action_index (120, NUM_ACTIONS))``,
+    int64, one row per permutation ``pi`` of the colors (identity first), such that
+    ``features[..., feature_index[s]]`` is the encoding of the same information
+    state with color ``c`` renamed ``pi^-1(c)`` and ``values[..., action_index[s]]``
+    permutes any per-action vector (mask, regrets, sigma) the same way. Every
+    per-color block moves as a whole: hand, expeditions, known cards, the
+    just-discarded one-hot and the per-card derived slices (10 ranks per color),
+    the discard piles (12 slots x 10 ranks per color), the color statistics
+    (14 per color), plays, discards and pile draws.
+    """
+    blocks = {  # encoding offset -> values per color
+        _offset("own_hand"): RANKS_PER_COLOR,
+        _offset("own_expedition"): RANKS_PER_COLOR,
+        _offset("opp_expedition"): RANKS_PER_COLOR,
+        _offset("discards"): MAX_PILE * RANKS_PER_COLOR,
+        _offset("opp_known"): RANKS_PER_COLOR,
+        _offset("just_discarded"): RANKS_PER_COLOR,
+        _offset("playable"): RANKS_PER_COLOR,
+        _offset("opens"): RANKS_PER_COLOR,
+        _offset("gap"): RANKS_PER_COLOR,
+        _offset("color_stats"): len(COLOR_STATS),
+    }
+    action_blocks = {PLAY: RANKS_PER_COLOR, DISCARD: RANKS_PER_COLOR, DRAW_PILE: 1}
+    perms = list(itertools.permutations(range(NUM_COLORS)))
+    feature_index = np.tile(np.arange(ENCODING_SIZE, dtype=np.int64), (len(perms), 1))
+    action_index = np.tile(np.arange(NUM_ACTIONS, dtype=np.int64), (len(perms), 1))
+    for s, pi in enumerate(perms):
+        for index, layout in ((feature_index[s], blocks), (action_index[s], action_blocks)):
+            for base, width in layout.items():
+                for color in range(NUM_COLORS):
+                    new = base + color * width
+                    old = base + pi[color] * width
+                    index[new : new + width] = np.arange(old, old + width)
+    return feature_index, action_index
+
+
+def _offset(name: str) -> int:
+    return ENCODING_SLICES[name].start

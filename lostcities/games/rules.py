@@ -35,6 +35,7 @@ from lostcities.games.lost_cities_spec import (
     BONUS_MIN_CARDS,
     COLOR_LETTERS,
     COLOR_NAMES,
+    COLOR_STATS,
     DEFAULT_MAX_TURNS,
     DISCARD,
     DRAW_DECK,
@@ -380,7 +381,7 @@ class RulesState:
     # ------------------------------------------------------------------ encoding
 
     def encode(self, player: int) -> np.ndarray:
-        """Information-state features of ``player``: float32 (855,), laid out as in the spec."""
+        """Information-state features of ``player``: float32 (ENCODING_SIZE,), as in the spec."""
         _check_player(player)
         opponent = 1 - player
         out = np.zeros(ENCODING_SIZE, dtype=np.float32)
@@ -418,7 +419,58 @@ class RulesState:
             out[ENCODING_SLICES["just_discarded"].start + self._just_discarded] = 1.0
 
         out[ENCODING_SLICES["seat"].start + player] = 1.0
+        self._encode_derived(player, out)
         return out
+
+    def _encode_derived(self, player: int, out: np.ndarray) -> None:
+        opponent = 1 - player
+        visible = set()  # number cards whose place i knows (one copy each)
+        for p in (0, 1):
+            for c in range(NUM_COLORS):
+                visible.update(self._expeditions[p][c])
+        for pile in self._discards:
+            visible.update(pile)
+        visible.update(t for t in range(NUM_CARD_TYPES) if self._known[opponent][t])
+        hand = self._hands[player]
+        stats = ENCODING_SLICES["color_stats"].start
+        totals = [0, 0]
+        for c in range(NUM_COLORS):
+            row = stats + c * len(COLOR_STATS)
+            for who, p in enumerate((player, opponent)):
+                cards = self._expeditions[p][c]
+                score = expedition_score(cards)
+                totals[who] += score
+                numbers = [card_rank(t) for t in cards if card_rank(t) > 0]
+                out[row + 5 * who : row + 5 * who + 5] = (
+                    1.0 if cards else 0.0,
+                    max(numbers, default=0) / 9.0,
+                    sum(card_rank(t) == 0 for t in cards) / 3.0,
+                    len(cards) / 12.0,
+                    score / 100.0,
+                )
+            mine = [card_rank(t) for t in self._expeditions[player][c] if card_rank(t) > 0]
+            top = max(mine, default=0)
+            opened = bool(self._expeditions[player][c])
+
+            def may_play(rank: int, top: int = top) -> bool:
+                return rank > top or (rank == 0 and top == 0)
+
+            for t in set(hand):
+                if card_color(t) == c and may_play(card_rank(t)):
+                    out[ENCODING_SLICES["playable"].start + t] = 1.0
+                    if not opened:
+                        out[ENCODING_SLICES["opens"].start + t] = 1.0
+                    if card_rank(t) > 0:
+                        out[ENCODING_SLICES["gap"].start + t] = (card_rank(t) - top - 1) / 8.0
+            above = [c * RANKS_PER_COLOR + r for r in range(top + 1, RANKS_PER_COLOR)]
+            out[row + 10] = sum(card_value(t) for t in above if t in hand) / 54.0
+            unseen = [t for t in above if t not in hand and t not in visible]
+            out[row + 11] = sum(card_value(t) for t in unseen) / 54.0
+            pile = self._discards[c]
+            out[row + 12] = 1.0 if pile and may_play(card_rank(pile[-1])) else 0.0
+            out[row + 13] = sum(card_color(t) == c for t in hand) / 8.0
+        start = ENCODING_SLICES["score_totals"].start
+        out[start : start + 2] = (totals[0] / 100.0, totals[1] / 100.0)
 
     # ------------------------------------------------------------------ misc
 

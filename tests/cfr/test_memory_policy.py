@@ -91,3 +91,36 @@ def test_untrained_player_plays_uniform_and_cache_is_exact():
 def test_bad_capacity_is_rejected(capacity):
     with pytest.raises(ValueError, match="capacity"):
         ReservoirMemory(capacity=capacity, dim=2, num_actions=2)
+
+
+def _fixed_strategy(players, features, masks):
+    """A non-uniform sigma_1: 0.8 on the first legal action, the rest spread."""
+    legal = masks.astype(np.float64)
+    sigma = 0.2 * legal / legal.sum(axis=1, keepdims=True)
+    sigma[np.arange(len(masks)), masks.argmax(axis=1)] += 0.8
+    return sigma
+
+
+def test_warm_start_seeds_regrets_with_sigma_1_and_fades():
+    features = np.ones((1, 4), dtype=np.float32)
+    masks = np.array([[1, 1, 1]], dtype=np.uint8)
+    net = torch.nn.Linear(4, 3)
+    with torch.no_grad():
+        net.weight.zero_()
+        net.bias.copy_(torch.tensor([-0.1, 0.3, -0.2]))  # mean regrets R_t / W_t
+    seed = _fixed_strategy(None, features, masks)[0]  # [0.8667, 0.0667, 0.0667]
+    policy = AdvantagePolicy(initial=_fixed_strategy, warm_start=0.5)
+    out = np.zeros((1, 3))
+    policy(np.array([0], np.int8), features, masks, out)
+    np.testing.assert_allclose(out, _fixed_strategy(None, features, masks))  # no net: sigma_1
+    for weight in (1.0, 10.0):
+        policy.set_network(0, net, regret_weight=weight)
+        policy(np.array([0], np.int8), features, masks, out)
+        expected = regret_matching(np.array([[-0.1, 0.3, -0.2]]) + 0.5 / weight * seed, masks)
+        np.testing.assert_allclose(out, expected)
+    assert out[0, 1] > 0.9  # at W_t = 10 the regrets dominate the seed
+    policy.set_network(0, net, regret_weight=1.0)
+    policy(np.array([0], np.int8), features, masks, out)
+    assert out[0, 0] > 0.45  # at W_t = 1 the seed still holds sigma_1's favourite
+    with pytest.raises(ValueError, match="traversal.warm_start"):
+        AdvantagePolicy(warm_start=-1.0)

@@ -7,6 +7,7 @@ terminal status and scores at every step.
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 
 import numpy as np
@@ -258,3 +259,64 @@ def test_clone_is_independent_and_assign_copies_the_state():
     assert game.to_bytes() == copy.to_bytes()
     with pytest.raises(TypeError, match="cannot assign a KuhnState"):
         game.kernel.assign(KuhnGame.new().kernel)
+
+
+@settings(max_examples=15, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), symmetry=st.integers(0, 119))
+def test_color_relabelling_is_a_symmetry(seed, symmetry):
+    """Renaming colors moves encodings and masks exactly as color_permutations says."""
+    feature_index, action_index = spec.color_permutations()
+    perm = list(itertools.permutations(range(spec.NUM_COLORS)))[symmetry]
+    new_color = {old: new for new, old in enumerate(perm)}  # new block c holds old color pi[c]
+
+    def rename(t):
+        return new_color[spec.card_color(t)] * spec.RANKS_PER_COLOR + spec.card_rank(t)
+
+    rename_action = {int(old): new for new, old in enumerate(action_index[symmetry])}
+    game = LostCitiesGame.from_seed(seed)
+    twin = LostCitiesGame.from_deal(
+        ([rename(t) for t in game.hand(0)], [rename(t) for t in game.hand(1)]),
+        [rename(t) for t in game.draw_pile],
+    )
+    stream = Stream(seed)
+    while not game.is_terminal:
+        for player in (0, 1):
+            np.testing.assert_array_equal(
+                twin.encode(player), game.encode(player)[feature_index[symmetry]]
+            )
+        np.testing.assert_array_equal(twin.legal_mask(), game.legal_mask()[action_index[symmetry]])
+        action = game.legal_actions()[stream.below(len(game.legal_actions()))]
+        game.apply(action)
+        twin.apply(rename_action[action])
+    assert twin.scores() == game.scores()
+
+
+def _card(color, rank):
+    return color * spec.RANKS_PER_COLOR + rank
+
+
+def test_derived_features_known_position():
+    # Player 0 holds Y3 Y5 Yw B9 B10 W2 G4 R7 and opens yellow with Y3.
+    deck = spec.sorted_deck()
+    pairs = ((0, 2), (0, 4), (0, 0), (1, 8), (1, 9), (2, 1), (3, 3), (4, 6))
+    hand0 = [_card(c, r) for c, r in pairs]
+    rest = list(deck)
+    for t in hand0:
+        rest.remove(t)
+    hand1, pile = rest[:8], rest[8:]
+    game = LostCitiesGame.from_deal((hand0, hand1), pile)
+    game.apply(spec.PLAY + _card(0, 2))  # Y3 opens yellow
+    game.apply(spec.DRAW_DECK)
+    enc = game.encode(0)
+    s = spec.ENCODING_SLICES
+    playable = np.flatnonzero(enc[s["playable"]]).tolist()
+    y5, yw = _card(0, 4), _card(0, 0)
+    assert y5 in playable and yw not in playable  # no wager after a number card
+    assert enc[s["opens"]][y5] == 0 and enc[s["opens"]][_card(1, 8)] == 1
+    assert enc[s["gap"]][y5] == pytest.approx(1 / 8)  # Y4 is skipped
+    yellow = enc[s["color_stats"]][: len(spec.COLOR_STATS)]
+    stats = dict(zip(spec.COLOR_STATS, yellow, strict=True))
+    assert stats["own_opened"] == 1 and stats["own_top"] == pytest.approx(2 / 9)
+    assert stats["own_score"] == pytest.approx(-17 / 100)  # 3 - 20
+    assert stats["own_cards"] == pytest.approx(1 / 12) and stats["opp_opened"] == 0
+    assert enc[s["score_totals"]].tolist() == pytest.approx([-0.17, 0.0])

@@ -41,11 +41,6 @@ def test_leduc_rollout_scheme_learns(tmp_path):
     assert rows[-1]["eval/exploitability"] < 0.6
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 3 target not met yet: the 2026-12-02 default run ended at 0.625 vs random "
-    "and 0.015 vs discard_only (experiments/lost_cities_default/README.md)",
-)
 def test_lost_cities_default_run_beats_random_and_discard_only(tmp_path):
     """The default run (no overrides): >= 90% vs random, >= 55% vs discard_only."""
     rows = run([], tmp_path)

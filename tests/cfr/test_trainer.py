@@ -1,0 +1,90 @@
+"""DeepCFRTrainer options: update order, a larger first iteration, symmetry augmentation."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from lostcities.cfr.policy import AdvantagePolicy
+from lostcities.cfr.trainer import DeepCFRTrainer
+from lostcities.cfr.traversal import TraversalId, make_traverser, run_traversals
+from lostcities.config import GameConfig, MemoryConfig, NetworkConfig, OptimConfig, TraversalConfig
+from lostcities.games import make_game
+
+
+def kuhn_trainer(traversal: TraversalConfig, optim: OptimConfig | None = None) -> DeepCFRTrainer:
+    return DeepCFRTrainer(
+        make_game(GameConfig(name="kuhn")),
+        NetworkConfig(hidden=8, layers=1),
+        traversal,
+        MemoryConfig(10_000, 10_000),
+        optim or OptimConfig(advantage_steps=5, advantage_batch_size=16),
+        seed=3,
+    )
+
+
+def memory_rows(memory) -> tuple[np.ndarray, np.ndarray]:
+    return memory.features[: memory.size].astype(np.float32), memory.targets[: memory.size]
+
+
+@pytest.mark.parametrize("updates", ["alternating", "simultaneous"])
+def test_update_order_decides_what_player_1_traverses_against(updates):
+    cfg = TraversalConfig(scheme="external", traversals_per_player=6, updates=updates)
+    trainer = kuhn_trainer(cfg)
+    trainer.run_iteration()
+    # player 1's iteration-1 traversals replayed against sigma_1 (no network yet)
+    alone = make_traverser(make_game(GameConfig(name="kuhn")).prototype, AdvantagePolicy(), cfg, 3)
+    results = run_traversals(alone, [TraversalId(1, 1, k) for k in range(6)])
+    targets = np.concatenate([r.advantage.targets for r in results]).astype(np.float16)
+    same = np.array_equal(memory_rows(trainer.advantage_memories[1])[1], targets)
+    assert same == (updates == "simultaneous")
+    assert all(net is not None for net in trainer.advantage_nets)
+
+
+def test_bad_update_order_is_rejected():
+    with pytest.raises(ValueError, match="traversal.updates"):
+        kuhn_trainer(TraversalConfig(scheme="external", updates="sometimes"))
+
+
+def test_larger_first_iteration_adds_samples_not_weight():
+    cfg = TraversalConfig(scheme="external", traversals_per_player=2, first_traversals_per_player=8)
+    trainer = kuhn_trainer(cfg)
+    assert trainer.run_iteration()["traversal/traversals"] == 16
+    assert trainer.run_iteration()["traversal/traversals"] == 4
+    weights = trainer._weights(torch.tensor([1.0, 2.0, 1.0]), t=2)
+    # iteration 1 ran 4x the traversals, so each of its samples weighs 1/4 of 1/2
+    np.testing.assert_allclose(weights.numpy(), [0.125, 1.0, 0.125])
+    plain = kuhn_trainer(TraversalConfig(scheme="external", traversals_per_player=2))
+    np.testing.assert_allclose(plain._weights(torch.tensor([1.0, 2.0]), t=2).numpy(), [0.5, 1.0])
+
+
+def test_symmetry_augmentation_needs_a_game_with_symmetries():
+    with pytest.raises(ValueError, match="optim.augment_symmetries"):
+        kuhn_trainer(TraversalConfig(scheme="external"), OptimConfig(augment_symmetries=True))
+
+
+def test_symmetry_augmentation_relabels_each_row_consistently():
+    game = make_game(GameConfig(name="lost_cities"))
+    trainer = DeepCFRTrainer(
+        game,
+        NetworkConfig(hidden=8, layers=1),
+        TraversalConfig(scheme="rollout", traversals_per_player=1),
+        MemoryConfig(100, 100),
+        OptimConfig(augment_symmetries=True),
+        seed=0,
+    )
+    rng = np.random.default_rng(0)
+    features = torch.from_numpy(rng.random((64, game.encoding_size), dtype=np.float32))
+    masks = torch.from_numpy(rng.random((64, game.num_actions)) < 0.5)
+    targets = torch.from_numpy(rng.random((64, game.num_actions), dtype=np.float32))
+    new = trainer._relabel(features, masks, targets, np.random.default_rng(1))
+    feature_index, action_index = game.symmetries
+    picks = set()
+    for row in range(64):
+        # the row's features identify its permutation; masks and targets follow the same one
+        (s,) = [s for s in range(120) if torch.equal(new[0][row], features[row][feature_index[s]])]
+        assert torch.equal(new[1][row], masks[row][action_index[s]])
+        assert torch.equal(new[2][row], targets[row][action_index[s]])
+        picks.add(s)
+    assert len(picks) > 30  # a fresh draw per row, not one permutation per batch
