@@ -98,6 +98,11 @@ class DeepCFRTrainer:
             raise ValueError(
                 f"traversal.updates must be one of {UPDATES}, got {traversal.updates!r}"
             )
+        if traversal.first_traversals_per_player < 0:
+            raise ValueError(
+                "traversal.first_traversals_per_player must be >= 0 (0: traversals_per_player), "
+                f"got {traversal.first_traversals_per_player}"
+            )
         self.executor = InlineExecutor(
             make_traverser(game.prototype, self.sigma, traversal, seed, utility_scale, win_loss)
         )

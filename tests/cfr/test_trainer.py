@@ -42,9 +42,11 @@ def test_update_order_decides_what_player_1_traverses_against(updates):
     assert all(net is not None for net in trainer.advantage_nets)
 
 
-def test_bad_update_order_is_rejected():
+def test_bad_update_order_and_first_iteration_size_are_rejected():
     with pytest.raises(ValueError, match="traversal.updates"):
         kuhn_trainer(TraversalConfig(scheme="external", updates="sometimes"))
+    with pytest.raises(ValueError, match="traversal.first_traversals_per_player"):
+        kuhn_trainer(TraversalConfig(scheme="external", first_traversals_per_player=-1))
 
 
 def test_larger_first_iteration_adds_samples_not_weight():
