@@ -317,7 +317,7 @@ cdef class LostCitiesState(GameState):
                     elif not (self.d.played[0][t] or self.d.played[1][t] or in_pile[t]
                               or self.d.known[opp][t]):
                         unseen_points += r + 1
-                if self.d.hand[player][t] and (r > top or (r == 0 and top == 0)):
+                if (self.d.in_hand[player] & self.d.playable[player]) & _bit(t):
                     out[OFF_PLAYABLE + t] = 1.0
                     if row[0] == 0.0:
                         out[OFF_OPENS + t] = 1.0
@@ -325,9 +325,9 @@ cdef class LostCitiesState(GameState):
                         out[OFF_GAP + t] = (r - top - 1) / 8.0
             row[10] = hand_points / 54.0
             row[11] = unseen_points / 54.0
-            if self.d.pile_len[c]:
-                r = self.d.pile[c][self.d.pile_len[c] - 1] % RANKS
-                row[12] = 1.0 if (r > top or (r == 0 and top == 0)) else 0.0
+            if self.d.pile_len[c] and self.d.playable[player] & _bit(
+                    self.d.pile[c][self.d.pile_len[c] - 1]):
+                row[12] = 1.0
             row[13] = color_in_hand / 8.0
         out[OFF_TOTALS] = total[0] / 100.0
         out[OFF_TOTALS + 1] = total[1] / 100.0

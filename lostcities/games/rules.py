@@ -451,12 +451,8 @@ class RulesState:
             mine = [card_rank(t) for t in self._expeditions[player][c] if card_rank(t) > 0]
             top = max(mine, default=0)
             opened = bool(self._expeditions[player][c])
-
-            def may_play(rank: int, top: int = top) -> bool:
-                return rank > top or (rank == 0 and top == 0)
-
             for t in set(hand):
-                if card_color(t) == c and may_play(card_rank(t)):
+                if card_color(t) == c and self._can_play(player, t):
                     out[ENCODING_SLICES["playable"].start + t] = 1.0
                     if not opened:
                         out[ENCODING_SLICES["opens"].start + t] = 1.0
@@ -467,7 +463,7 @@ class RulesState:
             unseen = [t for t in above if t not in hand and t not in visible]
             out[row + 11] = sum(card_value(t) for t in unseen) / 54.0
             pile = self._discards[c]
-            out[row + 12] = 1.0 if pile and may_play(card_rank(pile[-1])) else 0.0
+            out[row + 12] = 1.0 if pile and self._can_play(player, pile[-1]) else 0.0
             out[row + 13] = sum(card_color(t) == c for t in hand) / 8.0
         start = ENCODING_SLICES["score_totals"].start
         out[start : start + 2] = (totals[0] / 100.0, totals[1] / 100.0)
