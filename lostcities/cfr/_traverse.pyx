@@ -35,14 +35,12 @@ from libc.string cimport memcpy
 from lostcities._rng cimport (PURPOSE_BRANCH, PURPOSE_CHANCE, PURPOSE_DEAL, PURPOSE_OPPONENT, PURPOSE_ROLLOUT,
                               PURPOSE_TRAVERSER, Rng, rng_below, rng_choice, rng_init,
                               rng_next, rng_uniform, stream_key)
-from lostcities.games._state cimport CHANCE_PLAYER, MAX_CHANCE_OUTCOMES, TERMINAL_PLAYER, GameState
+from lostcities.games._state cimport (CHANCE_PLAYER, MAX_ACTIONS, MAX_CHANCE_OUTCOMES,
+                                     TERMINAL_PLAYER, GameState)
 
 cnp.import_array()
 
 SCHEMES = ("external", "rollout")
-
-cdef enum:
-    MAX_ACTIONS = 512  # bound of the on-stack legal-action lists
 
 
 cdef class SampleBuffer:
@@ -307,12 +305,11 @@ cdef class Traverser:
                     self._pooled(used).copy_from(state)
                     branches.append(used)
                     used += 1
+                self.ops_mask += 1
                 if self.sampling_policy is None:  # uniform over the legal actions
-                    self.ops_mask += 1
                     n = state.legal_actions(legal)
                     a = legal[rng_below(&self.trav_rng, n)]
                 else:  # a fixed policy, the same at every iteration
-                    self.ops_mask += 1
                     state.legal_mask(mask)
                     self._load_query_row(state, cur, mask)
                     self.sampling_policy(self.q_players_arr[:1], self.q_features_arr[:1],

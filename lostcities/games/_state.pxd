@@ -28,6 +28,7 @@ cdef enum:
     CHANCE_PLAYER = -1
     TERMINAL_PLAYER = -2
     MAX_CHANCE_OUTCOMES = 64
+    MAX_ACTIONS = 512  # bound of on-stack action lists and masks; num_actions must not exceed it
 
 
 cdef class GameState:

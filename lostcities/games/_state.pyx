@@ -25,7 +25,7 @@ cdef class GameState:
         return 0
 
     cdef int legal_actions(self, int* out) noexcept:
-        cdef uint8_t[512] mask
+        cdef uint8_t[MAX_ACTIONS] mask
         cdef int a, n = 0
         self.legal_mask(mask)
         for a in range(self.num_actions):
@@ -63,7 +63,7 @@ cdef class GameState:
 
     def legal(self):
         """Legal action ids, ascending, int32 array."""
-        cdef int[512] out
+        cdef int[MAX_ACTIONS] out
         cdef int n = self.legal_actions(out)
         return np.array([out[i] for i in range(n)], dtype=np.int32)
 
@@ -140,7 +140,7 @@ def random_playouts(GameState prototype, long games, uint64_t key):
     """
     cdef GameState state = prototype.clone()
     cdef Rng rng
-    cdef int[512] legal
+    cdef int[MAX_ACTIONS] legal
     cdef int[MAX_CHANCE_OUTCOMES] actions
     cdef double[MAX_CHANCE_OUTCOMES] probs
     cdef double[2] ret
@@ -183,8 +183,8 @@ def op_costs(GameState prototype, int states, uint64_t key):
     cdef list pool = []
     cdef GameState state = prototype.clone(), scratch = prototype.clone()
     cdef Rng rng
-    cdef int[512] legal
-    cdef uint8_t[512] mask
+    cdef int[MAX_ACTIONS] legal
+    cdef uint8_t[MAX_ACTIONS] mask
     cdef int[MAX_CHANCE_OUTCOMES] actions
     cdef double[MAX_CHANCE_OUTCOMES] probs
     cdef int i, n, player
