@@ -75,6 +75,25 @@ class TraversalConfig:
     cache_strategies: bool = False
     """Memoize sigma per information state within an iteration (exact; pays off on
     small games whose infosets repeat, useless on Lost Cities)."""
+    executor: str = "inline"
+    """Where traversals run: ``inline`` (in the trainer's process) or ``processes`` (a pool
+    of ``num_workers`` spawned worker processes that lives for the whole run). A performance
+    setting only: results do not depend on it (see lostcities/cfr/workers.py)."""
+    num_workers: int = 0
+    """Worker processes of the ``processes`` executor (0: the cores this process may use)."""
+    chunk_size: int = 0
+    """Traversal IDs per task sent to a worker (0: automatic, about four tasks per worker
+    per iteration and player so that uneven traversal lengths still balance)."""
+    inference_batch: int = 0
+    """Most rows one network forward takes inside a traversal (0: no cap, the whole
+    lockstep step of one traversal's playouts). With ``determinism=strict`` it cannot change
+    a result; with ``off`` it may, through BLAS rounding (measured in bench_inference.py)."""
+    worker_retries: int = 1
+    """How often a chunk whose worker died or raised is rerun in a fresh worker before the
+    run stops (the rerun gives identical results: every stream is keyed by traversal ID)."""
+    debug_checks: bool = False
+    """Check in the kernel that every sampled action is legal before applying it (the
+    build turns off bounds checks, so a bad action would otherwise corrupt memory)."""
 
 
 @dataclass
@@ -99,6 +118,12 @@ class OptimConfig:
     strategy_lr: float = 1e-3
     grad_clip: float = 1.0
     """Max global gradient norm (0 disables clipping)."""
+    policy_training: str = "scratch"
+    """How the policy (average-strategy) network is trained, so that neither evaluation nor
+    checkpoint cadence changes the agent: ``scratch`` (a fresh network, initialised and
+    sampled from streams keyed by (seed, iteration), trained for ``strategy_steps`` whenever
+    the policy is needed: at evaluation, checkpoint and the end) or ``continual`` (the same
+    network trained for ``strategy_steps`` more at the end of every iteration)."""
     augment_symmetries: bool = False
     """Train on each sampled row under a random symmetry of the game (Lost Cities: one of
     the 120 color relabellings), so every sample teaches all colors. Needs a game with
@@ -117,6 +142,21 @@ class EvalConfig:
     """Lost Cities: games stepped together so network forwards are batched."""
     seed: int = 12345
     """Seed of the evaluation deals (fixed, so every evaluation plays the same games)."""
+
+
+@dataclass
+class DeterminismConfig:
+    name: str = "off"
+    """Label of the choice (the config group ``determinism``), logged as a tag."""
+    torch_deterministic: bool = False
+    """``torch.use_deterministic_algorithms(True)``, cudnn benchmark off, TF32 off (matmul
+    and cudnn), ``CUBLAS_WORKSPACE_CONFIG`` set: applied before anything is built, in the
+    trainer and in every traversal worker."""
+    batch_invariant_inference: bool = False
+    """Traversal and evaluation forwards compute each row with a fixed-order per-row kernel
+    (lostcities/cfr/inference.py), so a row's result never depends on the rows that share
+    its batch: worker count, chunk size, ``traversal.inference_batch`` and
+    ``eval.batch_size`` then cannot change a result."""
 
 
 @dataclass
@@ -153,7 +193,8 @@ class RunConfig:
     device: str = "cpu"
     """Torch device for network training and inference."""
     threads: int = 0
-    """torch intra-op threads for the trainer (0: torch's default)."""
+    """torch intra-op threads of the trainer process (0: torch's default). Traversal
+    workers always run one thread each."""
     progress: bool = True
     """Print a live progress line per iteration (plain lines when not on a terminal)."""
 
@@ -169,6 +210,7 @@ class TrainConfig:
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
     run: RunConfig = field(default_factory=RunConfig)
+    determinism: DeterminismConfig = field(default_factory=DeterminismConfig)
 
 
 def register_configs() -> None:
@@ -177,3 +219,4 @@ def register_configs() -> None:
     store.store(name="train_schema", node=TrainConfig)
     store.store(group="game", name="schema", node=GameConfig)
     store.store(group="network", name="schema", node=NetworkConfig)
+    store.store(group="determinism", name="schema", node=DeterminismConfig)

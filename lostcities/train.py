@@ -19,16 +19,32 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from lostcities.cfr.trainer import DeepCFRTrainer
-from lostcities.checkpoint import CheckpointError, checkpoint_path, load_checkpoint, save_checkpoint
+from lostcities.cfr.workers import Executor, WorkerError, WorkerSpec, make_executor
+from lostcities.checkpoint import (
+    CheckpointError,
+    checkpoint_path,
+    latest_checkpoint,
+    load_checkpoint,
+    save_checkpoint,
+)
 from lostcities.config import TrainConfig, register_configs
 from lostcities.games import GameSpec, make_game
+from lostcities.perf.determinism import apply_determinism
 from lostcities.progress import ProgressLine
 from lostcities.tracking import Tracker, flatten
 
 register_configs()
 
 
-def build_trainer(cfg: TrainConfig, game: GameSpec) -> DeepCFRTrainer:
+def build_executor(cfg: TrainConfig) -> Executor | None:
+    """The traversal worker pool ``traversal.executor`` asks for (None: inline)."""
+    spec = WorkerSpec(cfg.game, cfg.network, cfg.traversal, cfg.determinism, cfg.run.seed)
+    return make_executor(spec)
+
+
+def build_trainer(
+    cfg: TrainConfig, game: GameSpec, executor: Executor | None = None
+) -> DeepCFRTrainer:
     return DeepCFRTrainer(
         game,
         cfg.network,
@@ -39,6 +55,8 @@ def build_trainer(cfg: TrainConfig, game: GameSpec) -> DeepCFRTrainer:
         device=cfg.run.device,
         utility_scale=cfg.game.utility_scale,
         win_loss=cfg.game.utility == "win_loss",
+        batch_invariant=cfg.determinism.batch_invariant_inference,
+        executor=executor,
     )
 
 
@@ -82,11 +100,30 @@ def train(
     cfg: TrainConfig, run_dir: Path, resolved: dict, overrides: list[str], choices: dict[str, str]
 ) -> dict[str, float]:
     """The whole run; returns the last metrics (a multirun sweep can optimise them)."""
+    apply_determinism(cfg.determinism)  # before any network or worker exists
     if cfg.run.threads > 0:
         torch.set_num_threads(cfg.run.threads)
     game = make_game(cfg.game)
-    trainer = build_trainer(cfg, game)
     evaluator = build_evaluator(cfg, game)
+    executor = build_executor(cfg)
+    try:
+        return _train(cfg, game, evaluator, executor, run_dir, resolved, overrides, choices)
+    finally:  # normal end, error or Ctrl-C: no worker outlives the run
+        if executor is not None:
+            executor.close()
+
+
+def _train(
+    cfg: TrainConfig,
+    game: GameSpec,
+    evaluator,
+    executor: Executor | None,
+    run_dir: Path,
+    resolved: dict,
+    overrides: list[str],
+    choices: dict[str, str],
+) -> dict[str, float]:
+    trainer = build_trainer(cfg, game, executor)
     if cfg.run.resume:
         state = load_checkpoint(
             cfg.run.resume, expect=checkpoint_identity(game, cfg), required=("trainer",)
@@ -97,6 +134,11 @@ def train(
         "game": game.name,
         "network": cfg.network.name,
         **{f"choice/{k}": str(v) for k, v in choices.items()},
+        "determinism": cfg.determinism.name,
+        "determinism/torch_deterministic": str(cfg.determinism.torch_deterministic),
+        "determinism/batch_invariant_inference": str(cfg.determinism.batch_invariant_inference),
+        "traversal/executor": cfg.traversal.executor,
+        "traversal/num_workers": str(getattr(executor, "num_workers", 0)),
     }
     texts = {
         "config.yaml": OmegaConf.to_yaml(resolved),
@@ -111,8 +153,10 @@ def train(
             final = t == cfg.run.iterations
             if t % cfg.eval.every == 0 or final:
                 phase = time.perf_counter()
-                metrics["loss/strategy"] = trainer.train_policy()
-                metrics["time/strategy_train_seconds"] = time.perf_counter() - phase
+                metrics["loss/strategy"] = trainer.train_policy()  # no-op if already current
+                metrics["time/strategy_train_seconds"] = (
+                    metrics.get("time/strategy_train_seconds", 0.0) + time.perf_counter() - phase
+                )
                 phase = time.perf_counter()
                 metrics.update(
                     evaluator.evaluate(trainer.policy_probs, trainer.regret_matching_probs)
@@ -162,9 +206,14 @@ def main(dict_cfg: DictConfig) -> float | None:
             list(hydra_cfg.overrides.task),
             dict(hydra_cfg.runtime.choices),
         )
-    except (CheckpointError, ValueError) as e:
+    except (CheckpointError, ValueError, WorkerError) as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
+    except KeyboardInterrupt:  # workers are already stopped (train's finally)
+        last = latest_checkpoint(Path(hydra_cfg.runtime.output_dir) / cfg.checkpoint.dir)
+        hint = f"last checkpoint {last} (resume: run.resume={last})" if last else "no checkpoint"
+        print(f"interrupted; {hint}", file=sys.stderr)
+        sys.exit(130)
     return metrics.get("eval/exploitability")
 
 

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 from hydra import compose, initialize_config_module
 from hydra.errors import ConfigCompositionException
 from omegaconf import OmegaConf
@@ -189,3 +190,152 @@ def test_command_line_run_and_multirun(tmp_path, mlflow_uri):
     )
     assert bad.returncode == 2
     assert "error: /nonexistent/ckpt.pt: checkpoint file not found" in bad.stderr
+
+
+# --- determinism, workers and cadence (issue: worker count is a performance setting) -------
+LEDUC_TINY = [
+    "game=leduc",
+    "network=small",
+    "tracking.enabled=false",
+    "run.progress=false",
+    "determinism=strict",
+    "traversal.traversals_per_player=20",
+    "optim.advantage_steps=10",
+    "optim.strategy_steps=10",
+    "optim.advantage_batch_size=64",
+    "optim.strategy_batch_size=64",
+]
+EVAL_ONLY = ("eval/", "loss/strategy")
+
+
+def final_policy(run_dir: Path) -> dict:
+    from lostcities.checkpoint import load_checkpoint
+
+    return load_checkpoint(latest_checkpoint(run_dir / "checkpoints"))["trainer"]["policy_net"]
+
+
+@pytest.mark.parametrize("policy_training", ["scratch", "continual"])
+def test_eval_and_checkpoint_cadence_change_nothing_but_eval_metrics(tmp_path, policy_training):
+    common = [*LEDUC_TINY, f"optim.policy_training={policy_training}", "run.iterations=4"]
+    run([*common, "eval.every=1", "checkpoint.every=1"], tmp_path / "a")
+    run([*common, "eval.every=3", "checkpoint.every=0"], tmp_path / "b")
+
+    def training_metrics(run_dir):
+        rows = [non_timing(r) for r in read_metrics(run_dir)]
+        return [{k: v for k, v in r.items() if not k.startswith(EVAL_ONLY)} for r in rows]
+
+    assert training_metrics(tmp_path / "a") == training_metrics(tmp_path / "b")
+    a, b = final_policy(tmp_path / "a"), final_policy(tmp_path / "b")
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    last_a, last_b = read_metrics(tmp_path / "a")[-1], read_metrics(tmp_path / "b")[-1]
+    assert last_a["eval/exploitability"] == last_b["eval/exploitability"]
+
+
+def test_resume_with_another_executor_and_worker_count_continues_the_same_run(tmp_path):
+    common = [*LEDUC_TINY, "eval.every=1", "checkpoint.every=1", "run.iterations=3"]
+    run(common, tmp_path / "straight")
+    run([*common, "run.iterations=2"], tmp_path / "first")
+    ckpt = latest_checkpoint(tmp_path / "first" / "checkpoints")
+    run(
+        [
+            *common,
+            f"run.resume={ckpt}",
+            "traversal.executor=processes",
+            "traversal.num_workers=2",
+        ],
+        tmp_path / "resumed",
+    )
+    expected = [non_timing(r) for r in read_metrics(tmp_path / "straight")][2:]
+    assert [non_timing(r) for r in read_metrics(tmp_path / "resumed")] == expected
+
+
+def test_command_line_workers_give_the_same_mlflow_metrics(tmp_path, mlflow_uri):
+    from mlflow import MlflowClient
+
+    env = {**os.environ, "MLFLOW_TRACKING_URI": mlflow_uri}
+    overrides = [o for o in LEDUC_TINY if not o.startswith("tracking.")] + [
+        "run.iterations=2",
+        "traversal.executor=processes",
+        "tracking.experiment=workers",
+    ]
+    for workers in (1, 2):
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "lostcities.train",
+                *overrides,
+                f"traversal.num_workers={workers}",
+            ],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert done.returncode == 0, done.stderr
+    client = MlflowClient(mlflow_uri)
+    runs = client.search_runs([client.get_experiment_by_name("workers").experiment_id])
+    assert sorted(r.data.tags["traversal/num_workers"] for r in runs) == ["1", "2"]
+    assert {r.data.tags["determinism"] for r in runs} == {"strict"}
+
+    def metrics(mlrun):
+        return {k: v for k, v in mlrun.data.metrics.items() if not k.startswith(TIMING)}
+
+    assert metrics(runs[0]) == metrics(runs[1])
+    assert "eval/exploitability" in metrics(runs[0])
+
+
+def _session_processes(sid: int) -> list[int]:
+    """PIDs (not zombies) whose session is ``sid``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(") ", 1)[1].split()
+        except OSError:
+            continue
+        if fields[0] != "Z" and int(fields[3]) == sid:
+            found.append(int(entry.name))
+    return found
+
+
+def test_ctrl_c_stops_workers_and_keeps_the_last_checkpoint(tmp_path):
+    import signal
+    import time
+
+    from lostcities.checkpoint import load_checkpoint
+
+    overrides = [
+        *LEDUC_TINY,
+        "traversal.executor=processes",
+        "traversal.num_workers=2",
+        "traversal.traversals_per_player=400",
+        "run.iterations=1000",
+        "eval.every=1000",
+        "checkpoint.every=1",
+        "hydra.run.dir=run",
+    ]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "lostcities.train", *overrides],
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # its own session: every process it starts is findable
+    )
+    ckpts = tmp_path / "run" / "checkpoints"
+    deadline = time.monotonic() + 240
+    while latest_checkpoint(ckpts) is None and time.monotonic() < deadline:
+        assert proc.poll() is None, proc.stderr.read()
+        time.sleep(0.2)
+    assert len(_session_processes(proc.pid)) >= 3  # the trainer and its two workers
+    os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode != 0
+    assert "interrupted" in stderr
+    time.sleep(0.5)
+    assert _session_processes(proc.pid) == []
+    last = latest_checkpoint(ckpts)
+    assert load_checkpoint(last)["trainer"]["iteration"] >= 1

@@ -101,6 +101,9 @@ cdef class Traverser:
     cdef uint8_t[:, ::1] q_masks
     cdef double[:, ::1] q_out
     cdef int query_capacity
+    cdef readonly int inference_batch  # most rows per policy call (0: no cap)
+    cdef readonly bint debug_checks
+    cdef int cur_iteration, cur_player, cur_index  # ID of the traversal running
     # per-depth scratch for the external recursion
     cdef double[:, ::1] depth_sigma, depth_values
     cdef uint8_t[:, ::1] depth_mask
@@ -116,7 +119,8 @@ cdef class Traverser:
 
     def __init__(self, GameState prototype, policy, str scheme="external", uint64_t seed=0,
                  double branch_prob=0.1, int rollouts=1, double utility_scale=1.0,
-                 bint win_loss=False, sampling_policy=None, int max_depth=4096):
+                 bint win_loss=False, sampling_policy=None, int max_depth=4096,
+                 int inference_batch=0, bint debug_checks=False):
         if scheme not in SCHEMES:
             raise ValueError(f"scheme must be one of {SCHEMES}, got {scheme!r}")
         if prototype.num_actions > MAX_ACTIONS:
@@ -132,6 +136,10 @@ cdef class Traverser:
         self.utility_scale = utility_scale
         self.win_loss = win_loss
         self.sampling_policy = sampling_policy
+        if inference_batch < 0:
+            raise ValueError(f"inference_batch must be >= 0 (0: no cap), got {inference_batch}")
+        self.inference_batch = inference_batch
+        self.debug_checks = debug_checks
         self.stack = [prototype.clone() for _ in range(64)]
         self.pool = []
         self._grow_queries(64)
@@ -151,11 +159,30 @@ cdef class Traverser:
         self.q_out = self.q_out_arr
 
     cdef int _query(self, int n) except -1:
+        """sigma for query rows [0, n), in policy calls of at most ``inference_batch`` rows.
+        The stats count logical queries, so they do not depend on the cap."""
+        cdef int start = 0, stop
+        cdef int cap = self.inference_batch if self.inference_batch > 0 else n
         self.queries += 1
         self.query_rows += n
-        self.policy(self.q_players_arr[:n], self.q_features_arr[:n], self.q_masks_arr[:n],
-                    self.q_out_arr[:n])
+        while start < n:
+            stop = min(n, start + cap)
+            self.policy(self.q_players_arr[start:stop], self.q_features_arr[start:stop],
+                        self.q_masks_arr[start:stop], self.q_out_arr[start:stop])
+            start = stop
         return 0
+
+    cdef int _checked(self, int action, const uint8_t* mask) except -1:
+        """``action`` if it may be applied. A sampler returns -1 for a row with no positive
+        probability (all zero or NaN); ``apply`` has no bounds checks, so never pass it on.
+        With ``debug_checks`` the action must also be legal."""
+        if action < 0 or (self.debug_checks and not mask[action]):
+            raise ValueError(
+                f"traversal ({self.cur_iteration}, {self.cur_player}, {self.cur_index}): "
+                f"sampled action {action} is not legal (a strategy row with no positive "
+                "probability, NaN, or mass on an illegal action)"
+            )
+        return action
 
     cdef void _load_query_row(self, GameState state, int player, const uint8_t* mask) noexcept:
         """Write ``player``'s information state at ``state`` and its mask into query row 0."""
@@ -196,6 +223,7 @@ cdef class Traverser:
         cdef GameState root = self._at(0)
         cdef Rng deal_rng
         cdef uint64_t t = iteration, p = player, k = index
+        self.cur_iteration, self.cur_player, self.cur_index = iteration, player, index
         rng_init(&deal_rng, stream_key(self.seed, t, p, k, PURPOSE_DEAL))
         rng_init(&self.chance_rng, stream_key(self.seed, t, p, k, PURPOSE_CHANCE))
         rng_init(&self.opp_rng, stream_key(self.seed, t, p, k, PURPOSE_OPPONENT))
@@ -267,7 +295,7 @@ cdef class Traverser:
                     self.adv.y[row, a] = <float>(values[a] - value)
             return value
         self._record_strategy(mask)  # query row 0 still holds this node
-        a = rng_choice(&self.opp_rng, sigma, self.num_actions)
+        a = self._checked(rng_choice(&self.opp_rng, sigma, self.num_actions), mask)
         child.copy_from(state)
         self.ops_apply += 1
         child.apply(a)
@@ -314,7 +342,7 @@ cdef class Traverser:
                     self._load_query_row(state, cur, mask)
                     self.sampling_policy(self.q_players_arr[:1], self.q_features_arr[:1],
                                          self.q_masks_arr[:1], self.q_out_arr[:1])
-                    a = rng_choice(&self.trav_rng, &self.q_out[0, 0], A)
+                    a = self._checked(rng_choice(&self.trav_rng, &self.q_out[0, 0], A), mask)
                 self.ops_apply += 1
                 state.apply(a)
                 continue
@@ -323,7 +351,7 @@ cdef class Traverser:
             self._load_query_row(state, cur, mask)
             self._query(1)
             self._record_strategy(mask)
-            a = rng_choice(&self.opp_rng, &self.q_out[0, 0], A)
+            a = self._checked(rng_choice(&self.opp_rng, &self.q_out[0, 0], A), mask)
             self.ops_apply += 1
             state.apply(a)
         if not branches:
@@ -447,8 +475,10 @@ cdef class Traverser:
             self._query(<int>n_rows)
             for j in range(n_rows):
                 state = self._pooled(start + rows[j])
-                a = rng_choice(<Rng*>&self.playout_rngs[rows[j]], &self.q_out[j, 0],
-                               self.num_actions)
+                a = self._checked(
+                    rng_choice(<Rng*>&self.playout_rngs[rows[j]], &self.q_out[j, 0],
+                               self.num_actions),
+                    &self.q_masks[j, 0])
                 self.ops_apply += 1
                 state.apply(a)
         return values_arr

@@ -2,16 +2,62 @@
 
 ``AdvantagePolicy`` is the callback the traversal kernel queries at every
 decision node: it holds each player's current advantage network and turns
-predicted advantages into sigma by regret matching.
+predicted advantages into sigma by regret matching. ``NetworkForward`` is the
+one place where traversal and evaluation run a network on a batch of rows:
+torch's batched forward, or with ``batch_invariant`` a forward whose per-row
+result does not depend on the other rows of the batch (determinism=strict).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import torch
 
+from lostcities.cfr.inference import RowwiseMLP
 from lostcities.cfr.initial import InitialStrategy
 from lostcities.cfr.initial import uniform as uniform_initial
+from lostcities.perf.compile import state_dict_arrays
+
+
+class NonFiniteError(ValueError):
+    """A network predicted NaN or inf where a strategy is computed; the one-line message
+    names the network's player and iteration."""
+
+
+class NetworkForward:
+    """``net`` applied to features float32 (n, d) -> float32 (n, A), no autograd.
+
+    With ``batch_invariant`` each row's output is bit-identical whatever rows share its
+    batch: an MLP runs on the fixed-order per-row kernel (lostcities/cfr/inference.py,
+    measured in benchmarks/bench_inference.py); any other module runs one row per forward
+    (a fixed shape, so a fixed BLAS path). Weights are read when this object is made:
+    build a new one after training the network.
+    """
+
+    def __init__(self, net: torch.nn.Module, device: torch.device, batch_invariant: bool) -> None:
+        self.net = net
+        self.device = device
+        self.rowwise: RowwiseMLP | None = None
+        self.per_row = False
+        if batch_invariant:
+            try:
+                self.rowwise = RowwiseMLP.from_module(net)
+            except TypeError:  # not an MLP
+                self.per_row = True
+
+    def __call__(self, features: np.ndarray) -> np.ndarray:
+        if self.rowwise is not None:
+            return self.rowwise.forward(np.ascontiguousarray(features, dtype=np.float32))
+        with torch.inference_mode():
+            # np.require copies only read-only input (e.g. GameTree encodings), not the hot path
+            x = torch.from_numpy(np.require(features, np.float32, "CW")).to(self.device)
+            if self.per_row:
+                out = torch.cat([self.net(x[i : i + 1]) for i in range(len(x))])
+            else:
+                out = self.net(x)
+        return out.float().cpu().numpy()
 
 
 def regret_matching(advantages: np.ndarray, masks: np.ndarray) -> np.ndarray:
@@ -57,33 +103,76 @@ class AdvantagePolicy:
         cache: bool = False,
         initial: InitialStrategy = uniform_initial,
         warm_start: float = 0.0,
+        batch_invariant: bool = False,
     ) -> None:
         if warm_start < 0:
             raise ValueError(f"traversal.warm_start must be >= 0, got {warm_start}")
         self.nets: list[torch.nn.Module | None] = [None, None]
+        self.forwards: list[NetworkForward | None] = [None, None]
         self.regret_weights = [1.0, 1.0]  # W_t of each player's network
+        self.net_iterations = [0, 0]  # iteration each player's network was trained at
         self.initial = initial
         self.warm_start = warm_start
+        self.batch_invariant = batch_invariant
         self.device = torch.device(device)
         self.cache: dict[tuple[int, bytes], np.ndarray] | None = {} if cache else None
+        self.version = 0  # bumped on every network change; executors push on a new version
 
     def set_network(
-        self, player: int, net: torch.nn.Module | None, regret_weight: float = 1.0
+        self,
+        player: int,
+        net: torch.nn.Module | None,
+        regret_weight: float = 1.0,
+        iteration: int = 0,
     ) -> None:
         """``regret_weight``: W_t, the total linear-CFR weight of the regrets the
-        network's mean prediction stands for (scales the warm start)."""
+        network's mean prediction stands for (scales the warm start); ``iteration``:
+        when it was trained (named in errors)."""
         self.nets[player] = net
+        self.forwards[player] = (
+            None if net is None else NetworkForward(net, self.device, self.batch_invariant)
+        )
         self.regret_weights[player] = regret_weight
+        self.net_iterations[player] = iteration
+        self.version += 1
         if self.cache is not None:
             self.cache.clear()
 
+    def snapshot(self) -> dict:
+        """Everything a worker's copy needs to play this sigma, picklable by value:
+        both players' clean weights (numpy), W_t and iterations."""
+        return {
+            "version": self.version,
+            "weights": [None if n is None else state_dict_arrays(n) for n in self.nets],
+            "regret_weights": list(self.regret_weights),
+            "iterations": list(self.net_iterations),
+        }
+
+    def load_snapshot(self, snapshot: dict, new_net: Callable[[], torch.nn.Module]) -> None:
+        """Become the policy of ``snapshot``; ``new_net()`` builds a network to load into."""
+        for player in (0, 1):
+            weights = snapshot["weights"][player]
+            net = None
+            if weights is not None:
+                net = new_net()
+                net.load_state_dict({k: torch.from_numpy(v) for k, v in weights.items()})
+                net.eval()
+            self.set_network(
+                player, net, snapshot["regret_weights"][player], snapshot["iterations"][player]
+            )
+        self.version = snapshot["version"]
+
     def advantages(self, player: int, features: np.ndarray) -> np.ndarray:
-        """Predicted advantages (n, A) of ``player``'s network for features (n, d)."""
-        net = self.nets[player]
-        with torch.inference_mode():
-            # np.require copies only read-only input (e.g. GameTree encodings), not the hot path
-            out = net(torch.from_numpy(np.require(features, requirements="W")).to(self.device))
-        return out.float().cpu().numpy()
+        """Predicted advantages (n, A) of ``player``'s network for features (n, d).
+        Raises NonFiniteError on a NaN or inf prediction: regret matching would turn it
+        into an all-zero row, and the sampler into action -1."""
+        out = self.forwards[player](features)
+        if not np.isfinite(out).all():
+            raise NonFiniteError(
+                f"non-finite advantage prediction from player {player}'s network of iteration "
+                f"{self.net_iterations[player]} (NaN or inf weights or inputs)"
+            )
+        return out
 
     def strategy(self, player: int, features: np.ndarray, masks: np.ndarray) -> np.ndarray:
         if self.nets[player] is None:

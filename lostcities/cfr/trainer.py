@@ -2,8 +2,9 @@
 
 Per iteration t (1-based) and player p:
 1. build the canonical traversal IDs (t, p, k), k < traversals_at(t),
-   and let the executor run them (inline here; only the partition of the
-   list may depend on the number of workers);
+   and let the executor run them (inline or in worker processes, see
+   workers.py: only the partition of the list may depend on the number of
+   workers);
 2. sort the results by ID and insert their samples into the reservoir
    memories in that order (advantage memory of p, shared strategy memory);
 3. train p's advantage network (from scratch by default) on a
@@ -11,7 +12,10 @@ Per iteration t (1-based) and player p:
    p's sigma for every later traversal: right away with ``alternating``
    updates, after both players traversed with ``simultaneous`` ones.
 The policy (average strategy) network is trained on the strategy memory
-when ``train_policy`` is called (at evaluation, checkpoint and the end).
+either from scratch whenever it is needed (``optim.policy_training=scratch``,
+from streams keyed by (seed, iteration)) or a little more at the end of every
+iteration (``continual``): either way evaluation and checkpoint cadence cannot
+change it.
 With ``optim.augment_symmetries`` every training row is relabelled by a
 random symmetry of the game (Lost Cities: a color permutation) first.
 """
@@ -28,23 +32,16 @@ import torch
 from lostcities.cfr.initial import make_initial_strategy
 from lostcities.cfr.memory import ReservoirMemory
 from lostcities.cfr.networks import build_network
-from lostcities.cfr.policy import AdvantagePolicy, regret_matching
-from lostcities.cfr.traversal import TraversalId, TraversalResult, make_traverser, run_traversals
+from lostcities.cfr.policy import AdvantagePolicy, NetworkForward, regret_matching
+from lostcities.cfr.traversal import TraversalId, make_traverser
+from lostcities.cfr.workers import Executor, InlineExecutor
 from lostcities.config import MemoryConfig, NetworkConfig, OptimConfig, TraversalConfig
 from lostcities.games import GameSpec
+from lostcities.perf.compile import clean_state_dict
 from lostcities.rng import Purpose, Stream, stream_key
 
 UPDATES = ("alternating", "simultaneous")
-
-
-class InlineExecutor:
-    """Runs a list of traversal IDs in this process, in order."""
-
-    def __init__(self, traverser) -> None:
-        self.traverser = traverser
-
-    def run(self, ids: list[TraversalId]) -> list[TraversalResult]:
-        return run_traversals(self.traverser, ids)
+POLICY_TRAINING = ("scratch", "continual")
 
 
 def _torch_seed(key: int) -> int:
@@ -63,7 +60,17 @@ class DeepCFRTrainer:
         device: str = "cpu",
         utility_scale: float = 1.0,
         win_loss: bool = False,
+        batch_invariant: bool = False,
+        executor: Executor | None = None,
     ) -> None:
+        """``batch_invariant``: every traversal and evaluation forward gives each row a result
+        independent of its batch (determinism=strict). ``executor``: runs the traversals
+        (see workers.py); None runs them inline on this trainer's sigma."""
+        if optim.policy_training not in POLICY_TRAINING:
+            raise ValueError(
+                f"optim.policy_training must be one of {POLICY_TRAINING}, "
+                f"got {optim.policy_training!r}"
+            )
         self.game = game
         self.network_cfg = network
         self.traversal_cfg = traversal
@@ -81,6 +88,9 @@ class DeepCFRTrainer:
         self.policy_net = self._new_net(Purpose.NETWORK_INIT, 0, 2)
         self.policy_optimizer = torch.optim.Adam(self.policy_net.parameters(), lr=optim.strategy_lr)
         self.policy_trained_at = 0  # iteration the policy net last saw
+        self.policy_loss = float("nan")  # its loss then
+        self.batch_invariant = batch_invariant
+        self.policy_forward = NetworkForward(self.policy_net, self.device, batch_invariant)
         self.symmetries: tuple[torch.Tensor, torch.Tensor] | None = None
         if optim.augment_symmetries:
             if game.symmetries is None:
@@ -93,6 +103,7 @@ class DeepCFRTrainer:
             cache=traversal.cache_strategies,
             initial=make_initial_strategy(traversal.initial_strategy),
             warm_start=traversal.warm_start,
+            batch_invariant=batch_invariant,
         )
         if traversal.updates not in UPDATES:
             raise ValueError(
@@ -103,7 +114,7 @@ class DeepCFRTrainer:
                 "traversal.first_traversals_per_player must be >= 0 (0: traversals_per_player), "
                 f"got {traversal.first_traversals_per_player}"
             )
-        self.executor = InlineExecutor(
+        self.executor = executor or InlineExecutor(
             make_traverser(game.prototype, self.sigma, traversal, seed, utility_scale, win_loss)
         )
 
@@ -131,7 +142,9 @@ class DeepCFRTrainer:
         for player in (0, 1):
             start = time.perf_counter()
             ids = [TraversalId(t, player, k) for k in range(self.traversals_at(t))]
-            results = sorted(self.executor.run(ids), key=lambda r: r.id)
+            results = sorted(self.executor.run(ids, self.sigma), key=lambda r: r.id)
+            if [r.id for r in results] != ids:
+                raise RuntimeError(f"executor returned {len(results)} results for {len(ids)} IDs")
             memory_stream = Stream(stream_key(self.seed, t, player, 0, Purpose.MEMORY))
             for result in results:  # ordered merge: memory content depends on IDs only
                 self.advantage_memories[player].add(*result.advantage, t, memory_stream)
@@ -149,8 +162,14 @@ class DeepCFRTrainer:
             losses = [self._train_advantage(player, t) for player in (0, 1)]
             time_train += time.perf_counter() - start
         self.iteration = t
+        policy = {}
+        if self.optim.policy_training == "continual":
+            start = time.perf_counter()
+            policy["loss/strategy"] = self.train_policy()
+            policy["time/strategy_train_seconds"] = time.perf_counter() - start
         traversal = {f"traversal/{key}": value for key, value in totals.items()}
         return {
+            **policy,
             **traversal,
             "loss/advantage": float(np.mean(losses)),
             "loss/advantage_p0": losses[0],
@@ -204,15 +223,25 @@ class DeepCFRTrainer:
         )
         net.eval()
         self.advantage_nets[player] = net
-        self.sigma.set_network(player, net, _regret_weight(t))
+        self.sigma.set_network(player, net, _regret_weight(t), t)
         return loss
 
     def train_policy(self) -> float:
-        """Fit the policy network on the strategy memory (continuing from its last state)."""
+        """Bring the policy network to iteration t (once per t; returns its loss).
+
+        ``scratch``: a fresh network and optimiser keyed by (seed, t). ``continual``: the
+        running network, ``strategy_steps`` more (run_iteration calls this every
+        iteration, so later calls at the same t change nothing).
+        """
         t = self.iteration
         if self.strategy_memory.size == 0 or self.policy_trained_at == t:
-            return float("nan")
-        loss = self._fit(
+            return self.policy_loss
+        if self.optim.policy_training == "scratch":
+            self.policy_net = self._new_net(Purpose.NETWORK_INIT, t, 2)
+            self.policy_optimizer = torch.optim.Adam(
+                self.policy_net.parameters(), lr=self.optim.strategy_lr
+            )
+        self.policy_loss = self._fit(
             self.policy_net,
             self.policy_optimizer,
             self.strategy_memory,
@@ -223,8 +252,9 @@ class DeepCFRTrainer:
             _policy_loss,
         )
         self.policy_net.eval()
+        self.policy_forward = NetworkForward(self.policy_net, self.device, self.batch_invariant)
         self.policy_trained_at = t
-        return loss
+        return self.policy_loss
 
     def _fit(self, net, optimizer, memory, t, steps, batch_size, generator, loss_fn) -> float:
         net.train()
@@ -260,13 +290,9 @@ class DeepCFRTrainer:
     # --- the learned strategies -------------------------------------------------------------
     def policy_probs(self, features: np.ndarray, masks: np.ndarray) -> np.ndarray:
         """Average strategy from the policy network: (n, A) probabilities over legal actions."""
-        with torch.inference_mode():
-            # torch.tensor copies: callers may pass read-only arrays (GameTree's encodings)
-            logits = self.policy_net(torch.tensor(features, device=self.device))
-            logits = logits.masked_fill(
-                ~torch.from_numpy(masks.astype(bool)).to(self.device), float("-inf")
-            )
-            return torch.softmax(logits, dim=1).double().cpu().numpy()
+        logits = torch.from_numpy(self.policy_forward(features))  # (n, A)
+        logits = logits.masked_fill(~torch.from_numpy(masks.astype(bool)), float("-inf"))
+        return torch.softmax(logits, dim=1).double().numpy()
 
     def regret_matching_probs(
         self, players: np.ndarray, features: np.ndarray, masks: np.ndarray
@@ -281,11 +307,14 @@ class DeepCFRTrainer:
         return {
             "iteration": self.iteration,
             "policy_trained_at": self.policy_trained_at,
-            "advantage_nets": [None if n is None else n.state_dict() for n in self.advantage_nets],
+            "policy_loss": self.policy_loss,
+            "advantage_nets": [
+                None if n is None else clean_state_dict(n) for n in self.advantage_nets
+            ],
             "advantage_optimizers": [
                 None if o is None else o.state_dict() for o in self.advantage_optimizers
             ],
-            "policy_net": self.policy_net.state_dict(),
+            "policy_net": clean_state_dict(self.policy_net),
             "policy_optimizer": self.policy_optimizer.state_dict(),
             "advantage_memories": [m.state_dict() for m in self.advantage_memories],
             "strategy_memory": self.strategy_memory.state_dict(),
@@ -307,9 +336,12 @@ class DeepCFRTrainer:
                 optimizer.load_state_dict(state["advantage_optimizers"][player])
             self.advantage_nets[player] = net
             self.advantage_optimizers[player] = optimizer
-            self.sigma.set_network(player, net, _regret_weight(self.iteration))
+            self.sigma.set_network(player, net, _regret_weight(self.iteration), self.iteration)
+        self.policy_loss = float(state.get("policy_loss", float("nan")))
         self.policy_net.load_state_dict(state["policy_net"])
         self.policy_optimizer.load_state_dict(state["policy_optimizer"])
+        self.policy_net.eval()
+        self.policy_forward = NetworkForward(self.policy_net, self.device, self.batch_invariant)
         for memory, saved in zip(self.advantage_memories, state["advantage_memories"], strict=True):
             memory.load_state_dict(saved)
         self.strategy_memory.load_state_dict(state["strategy_memory"])
@@ -333,4 +365,4 @@ def _policy_loss(logits, masks, targets, weights):
     return -(weights[:, None] * targets * log_probs).sum() / len(targets)
 
 
-__all__ = ["DeepCFRTrainer", "InlineExecutor", "regret_matching"]
+__all__ = ["DeepCFRTrainer", "regret_matching"]

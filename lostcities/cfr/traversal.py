@@ -81,6 +81,10 @@ def make_traverser(
         raise ValueError(f"traversal.branch_prob must be in [0, 1], got {cfg.branch_prob}")
     if cfg.rollouts < 1:
         raise ValueError(f"traversal.rollouts must be >= 1, got {cfg.rollouts}")
+    if cfg.inference_batch < 0:
+        raise ValueError(
+            f"traversal.inference_batch must be >= 0 (0: no cap), got {cfg.inference_batch}"
+        )
     sampling = None
     if cfg.sampling_policy != "uniform":  # uniform is the kernel's own fast path
         fixed = make_initial_strategy(cfg.sampling_policy)
@@ -98,6 +102,8 @@ def make_traverser(
         utility_scale=utility_scale,
         win_loss=win_loss,
         sampling_policy=sampling,
+        inference_batch=cfg.inference_batch,
+        debug_checks=cfg.debug_checks,
     )
 
 

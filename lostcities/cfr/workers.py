@@ -1,0 +1,323 @@
+"""Executors: who runs an iteration's traversals. Only the partition of the ID list varies.
+
+The trainer hands an executor the canonical list of traversal IDs of one
+(iteration, player) and the current sigma; the executor returns one
+``TraversalResult`` per ID, in any order (the trainer sorts by ID before it
+merges). Every random number of a traversal is keyed by its ID, so which
+process ran it, with which neighbours, cannot change its result.
+
+``InlineExecutor`` runs the list in the trainer's process. ``ProcessExecutor``
+keeps a pool of spawned worker processes for the whole run: each rebuilds its
+own game kernel, sigma and traverser from a :class:`WorkerSpec` (configs and
+plain values only), runs one torch thread, receives the weights once per
+(iteration, player) as one message of clean numpy state dicts, and answers
+each chunk of IDs with that chunk's results in one message, so a chunk is
+either merged whole or not at all. A worker that raises or dies is named with
+its traversal IDs and the cause; the chunk is rerun in a fresh worker up to
+``traversal.worker_retries`` times (identical results, same keyed streams),
+then the run stops with a one-line :class:`WorkerError`. Workers never log to
+MLflow: stats travel back with the results and the trainer logs them.
+A Ray executor would implement the same ``run(ids, sigma)``.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import multiprocessing as mp
+import os
+import signal
+import weakref
+from collections import deque
+from dataclasses import dataclass
+from multiprocessing.connection import Connection, wait
+from typing import Protocol
+
+import torch
+
+from lostcities.cfr.initial import make_initial_strategy
+from lostcities.cfr.networks import build_network
+from lostcities.cfr.policy import AdvantagePolicy
+from lostcities.cfr.traversal import TraversalId, TraversalResult, make_traverser, run_traversals
+from lostcities.config import DeterminismConfig, GameConfig, NetworkConfig, TraversalConfig
+
+EXECUTORS = ("inline", "processes")
+TASKS_PER_WORKER = 4  # automatic chunk size: about this many chunks per worker and call
+STOP_TIMEOUT_S = 5.0  # an idle worker gets this long to exit after "stop"
+
+log = logging.getLogger(__name__)
+
+
+class WorkerError(RuntimeError):
+    """Traversals failed in a worker beyond the allowed retries (one-line message)."""
+
+
+class Executor(Protocol):
+    def run(self, ids: list[TraversalId], sigma: AdvantagePolicy) -> list[TraversalResult]: ...
+
+    def close(self) -> None: ...
+
+
+class InlineExecutor:
+    """Runs a list of traversal IDs in this process, in order, with a traverser built on
+    the trainer's own sigma (so ``run``'s ``sigma`` is already the one it queries)."""
+
+    def __init__(self, traverser) -> None:
+        self.traverser = traverser
+
+    def run(self, ids: list[TraversalId], sigma: AdvantagePolicy) -> list[TraversalResult]:
+        return run_traversals(self.traverser, ids)
+
+    def close(self) -> None:
+        pass
+
+
+@dataclass(frozen=True)
+class WorkerSpec:
+    """What a worker process rebuilds its traverser from: configs and plain values."""
+
+    game: GameConfig
+    network: NetworkConfig
+    traversal: TraversalConfig
+    determinism: DeterminismConfig
+    seed: int
+
+
+def build_worker_traverser(spec: WorkerSpec):
+    """(traverser, sigma, new_net) of a worker; sigma starts at sigma_1 (no networks)."""
+    from lostcities.games import make_game  # the game kernels load in the worker only
+
+    game = make_game(spec.game)
+    sigma = AdvantagePolicy(
+        "cpu",
+        cache=spec.traversal.cache_strategies,
+        initial=make_initial_strategy(spec.traversal.initial_strategy),
+        warm_start=spec.traversal.warm_start,
+        batch_invariant=spec.determinism.batch_invariant_inference,
+    )
+    traverser = make_traverser(
+        game.prototype,
+        sigma,
+        spec.traversal,
+        spec.seed,
+        spec.game.utility_scale,
+        spec.game.utility == "win_loss",
+    )
+
+    def new_net() -> torch.nn.Module:  # the weights are loaded over the initial ones
+        return build_network(spec.network, game.encoding_size, game.num_actions, seed=0)
+
+    return traverser, sigma, new_net
+
+
+def _worker_main(spec: WorkerSpec, conn: Connection) -> None:
+    """A worker's loop: ("policy", snapshot) | ("run", task, ids) | ("stop",)."""
+    # Ctrl-C reaches the whole process group: the trainer handles it and stops the pool.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    torch.set_num_threads(1)
+    from lostcities.perf.determinism import apply_determinism
+
+    apply_determinism(spec.determinism)
+    traverser, sigma, new_net = build_worker_traverser(spec)
+    while True:
+        try:
+            message = conn.recv()
+        except (EOFError, OSError):  # the trainer is gone: exit rather than linger
+            return
+        kind = message[0]
+        if kind == "stop":
+            return
+        if kind == "policy":
+            sigma.load_snapshot(message[1], new_net)
+            continue
+        _, task, ids = message
+        try:
+            reply = ("done", task, run_traversals(traverser, ids))
+        except Exception as error:  # reported with the chunk's IDs by the trainer
+            reply = ("error", task, f"{type(error).__name__}: {error}")
+        try:
+            conn.send(reply)
+        except (BrokenPipeError, OSError):
+            return
+
+
+def describe_ids(ids: list[TraversalId]) -> str:
+    """A chunk's IDs in one short phrase: chunks are consecutive indices of one (t, p)."""
+    first, last = ids[0], ids[-1]
+    if len(ids) == 1:
+        return f"traversal ID {tuple(first)}"
+    return f"traversal IDs {tuple(first)}..{tuple(last)} ({len(ids)} IDs)"
+
+
+class _Worker:
+    def __init__(self, context, spec: WorkerSpec) -> None:
+        self.conn, child = context.Pipe()
+        self.process = context.Process(
+            target=_worker_main, args=(spec, child), daemon=True, name="lostcities-traversal"
+        )
+        self.process.start()
+        child.close()  # the parent keeps one end: EOF reaches the worker if the parent dies
+        self.version = -1  # sigma version this worker holds
+        self.chunk: list[TraversalId] | None = None  # in flight
+        self.attempt = 0
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid
+
+    def cause_of_death(self) -> str:
+        self.process.join(timeout=1.0)
+        code = self.process.exitcode
+        if code is not None and code < 0:
+            return f"worker pid {self.pid} killed by {signal.Signals(-code).name}"
+        return f"worker pid {self.pid} exited with code {code}"
+
+    def stop(self, busy_ok: bool) -> None:
+        """Ask an idle worker to exit; terminate a busy one (its chunk is abandoned)."""
+        if self.process.is_alive() and self.chunk is None and not busy_ok:
+            try:
+                self.conn.send(("stop",))
+            except (BrokenPipeError, OSError):
+                pass
+            self.process.join(timeout=STOP_TIMEOUT_S)
+        for end in (self.process.terminate, self.process.kill):
+            if not self.process.is_alive():
+                break
+            end()
+            self.process.join(timeout=STOP_TIMEOUT_S)
+        self.conn.close()
+
+
+def _stop_all(workers: list[_Worker]) -> None:
+    for worker in workers:
+        worker.stop(busy_ok=worker.chunk is not None)
+
+
+class ProcessExecutor:
+    """A pool of ``num_workers`` spawned traversal workers that lives until ``close``."""
+
+    def __init__(
+        self, spec: WorkerSpec, num_workers: int = 0, chunk_size: int = 0, retries: int = 1
+    ) -> None:
+        if num_workers < 0:
+            raise ValueError(f"traversal.num_workers must be >= 0 (0: cores), got {num_workers}")
+        if chunk_size < 0:
+            raise ValueError(f"traversal.chunk_size must be >= 0 (0: auto), got {chunk_size}")
+        if retries < 0:
+            raise ValueError(f"traversal.worker_retries must be >= 0, got {retries}")
+        self.spec = spec
+        self.num_workers = num_workers or len(os.sched_getaffinity(0))
+        self.chunk_size = chunk_size
+        self.retries = retries
+        self.restarts = 0  # workers replaced after a failure, over the pool's life
+        # spawn: a fresh interpreter, no inherited torch threads or locks (fork is unsafe
+        # with threads); everything a worker needs comes from the picklable spec.
+        self._context = mp.get_context("spawn")
+        self.workers = [_Worker(self._context, spec) for _ in range(self.num_workers)]
+        self._task = 0
+        # closes the pool even if the caller forgets (interpreter exit, garbage collection)
+        self._finalizer = weakref.finalize(self, _stop_all, self.workers)
+
+    def pids(self) -> list[int | None]:
+        return [w.pid for w in self.workers]
+
+    def busy_pids(self) -> list[int | None]:
+        return [w.pid for w in self.workers if w.chunk is not None]
+
+    def chunks(self, ids: list[TraversalId]) -> list[list[TraversalId]]:
+        tasks = TASKS_PER_WORKER * len(self.workers)
+        size = self.chunk_size or max(1, math.ceil(len(ids) / tasks))
+        return [ids[i : i + size] for i in range(0, len(ids), size)]
+
+    def run(self, ids: list[TraversalId], sigma: AdvantagePolicy) -> list[TraversalResult]:
+        pending = deque((chunk, 0) for chunk in self.chunks(ids))
+        results: list[TraversalResult] = []
+        snapshot = None  # built at most once per call, sent once per worker
+        while pending or any(w.chunk is not None for w in self.workers):
+            for index, worker in enumerate(self.workers):
+                if not pending:
+                    break
+                if worker.chunk is not None:
+                    continue
+                if not worker.process.is_alive():  # died while idle: nothing to rerun
+                    worker = self._replace(index, worker.cause_of_death())
+                chunk, attempt = pending.popleft()
+                try:
+                    if worker.version != sigma.version:
+                        snapshot = snapshot or sigma.snapshot()
+                        worker.conn.send(("policy", snapshot))
+                        worker.version = sigma.version
+                    self._task += 1
+                    worker.conn.send(("run", self._task, chunk))
+                except (BrokenPipeError, OSError):
+                    pending.appendleft((chunk, attempt))  # not started: no attempt used
+                    self._replace(index, worker.cause_of_death())
+                    continue
+                worker.chunk, worker.attempt = chunk, attempt
+            self._collect(pending, results)
+        return results
+
+    def _collect(self, pending: deque, results: list[TraversalResult]) -> None:
+        """Wait until at least one busy worker answers or dies, and handle every one that did."""
+        busy = [w for w in self.workers if w.chunk is not None]
+        ready = set(wait([w.conn for w in busy] + [w.process.sentinel for w in busy]))
+        for worker in busy:
+            if worker.conn not in ready and worker.process.sentinel not in ready:
+                continue
+            chunk, attempt = worker.chunk, worker.attempt
+            cause = None
+            try:
+                if worker.conn.poll():
+                    message = worker.conn.recv()
+                    if message[0] == "done":
+                        results.extend(message[2])
+                        worker.chunk = None
+                        continue
+                    cause = message[2]
+            except (EOFError, OSError):
+                pass
+            cause = cause or worker.cause_of_death()
+            self._failed(chunk, attempt, cause, pending)
+            worker.chunk = None
+            self._replace(self.workers.index(worker), cause)
+
+    def _failed(self, chunk, attempt: int, cause: str, pending: deque) -> None:
+        if attempt >= self.retries:
+            raise WorkerError(
+                f"{describe_ids(chunk)} failed in a traversal worker "
+                f"{attempt + 1} time(s) (traversal.worker_retries={self.retries}): {cause}"
+            )
+        log.warning("%s failed (%s); rerunning them in a fresh worker", describe_ids(chunk), cause)
+        pending.appendleft((chunk, attempt + 1))
+
+    def _replace(self, index: int, cause: str) -> _Worker:
+        """A fresh worker in slot ``index`` (the old one is stopped for good)."""
+        old = self.workers[index]
+        old.stop(busy_ok=True)
+        self.workers[index] = _Worker(self._context, self.spec)
+        self.restarts += 1
+        log.info("replaced traversal worker pid %s (%s)", old.pid, cause)
+        return self.workers[index]
+
+    def close(self) -> None:
+        """Stop every worker (idle ones cleanly, busy ones at once); safe to call twice."""
+        if self._finalizer.alive:
+            self._finalizer.detach()
+            _stop_all(self.workers)
+
+    def __enter__(self) -> ProcessExecutor:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def make_executor(spec: WorkerSpec) -> ProcessExecutor | None:
+    """The executor ``spec.traversal.executor`` names; None for ``inline`` (the trainer
+    builds that one on its own sigma)."""
+    cfg = spec.traversal
+    if cfg.executor not in EXECUTORS:
+        raise ValueError(f"traversal.executor must be one of {EXECUTORS}, got {cfg.executor!r}")
+    if cfg.executor == "inline":
+        return None
+    return ProcessExecutor(spec, cfg.num_workers, cfg.chunk_size, cfg.worker_retries)
