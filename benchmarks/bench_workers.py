@@ -21,6 +21,7 @@ import argparse
 import sys
 import time
 from collections import Counter
+from dataclasses import replace
 
 import numpy as np
 import torch
@@ -31,13 +32,14 @@ from lostcities.cfr.networks import build_network
 from lostcities.cfr.policy import AdvantagePolicy
 from lostcities.cfr.traversal import TraversalId, run_traversals
 from lostcities.cfr.workers import ProcessExecutor, WorkerSpec, build_worker_traverser
-from lostcities.config import TrainConfig
+from lostcities.config import TrainConfig, register_configs
 from lostcities.games._state import op_costs
 
 ITERATION = 2  # sigma from advantage networks (iteration 1 plays the heuristic alone)
 
 
 def compose_config(overrides: list[str]) -> TrainConfig:
+    register_configs()
     with initialize_config_module(config_module="lostcities.conf", version_base="1.3"):
         return OmegaConf.to_object(compose("train", overrides=["game=lost_cities", *overrides]))
 
@@ -132,6 +134,26 @@ def shares(cfg: TrainConfig, ids) -> None:
     )
 
 
+def differing(cfg: TrainConfig, ids, inference_batch: int) -> tuple[int, int]:
+    """(traversals whose samples change, rows whose forward output changes) when the
+    traversal's forwards are capped at ``inference_batch`` rows instead of uncapped."""
+    runs = []
+    for cap in (0, inference_batch):
+        capped = replace(cfg.traversal, inference_batch=cap)
+        traverser, sigma, _ = build_worker_traverser(replace(spec_of(cfg), traversal=capped))
+        with_networks(sigma, cfg, traverser.dim, traverser.num_actions)
+        runs.append(run_traversals(traverser, ids))
+    changed = sum(
+        any(
+            not np.array_equal(x, y)
+            for x, y in zip(a.advantage + a.strategy, b.advantage + b.strategy, strict=True)
+        )
+        or a.stats != b.stats
+        for a, b in zip(*runs, strict=True)
+    )
+    return changed, len(ids)
+
+
 def traverser_prototype(cfg: TrainConfig):
     from lostcities.games import make_game
 
@@ -184,6 +206,13 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     for mode in modes:
         efficiency = rate[(mode, "processes-2")] / (2 * rate[(mode, "processes-1")])
         print(f"  parallel efficiency, 2 workers over 1 ({mode}): {100 * efficiency:.0f}%")
+    for mode, cfg in modes.items():
+        torch.use_deterministic_algorithms(cfg.determinism.torch_deterministic)
+        changed, total = differing(cfg, ids, inference_batch=16)
+        print(
+            f"  traversals whose samples change with inference_batch 16 vs uncapped ({mode}): "
+            f"{changed}/{total}"
+        )
     shares(modes["off"], ids)
     return {f"{mode}/{arm}": value for (mode, arm), value in rate.items()}
 

@@ -260,6 +260,8 @@ class ProcessExecutor:
     def _collect(self, pending: deque, results: list[TraversalResult]) -> None:
         """Wait until at least one busy worker answers or dies, and handle every one that did."""
         busy = [w for w in self.workers if w.chunk is not None]
+        if not busy:  # every send failed and was requeued: dispatch again to fresh workers
+            return
         ready = set(wait([w.conn for w in busy] + [w.process.sentinel for w in busy]))
         for worker in busy:
             if worker.conn not in ready and worker.process.sentinel not in ready:
