@@ -31,10 +31,18 @@ class GameConfig:
 class NetworkConfig:
     name: str = "default"
     """Label of the architecture (the config group choice), logged as a tag."""
+    kind: str = "mlp"
+    """``mlp`` (``layers`` ReLU layers of width ``hidden``) or ``color_shared`` (Lost Cities:
+    a trunk shared by the five colors, then ``attention_layers`` transformer layers across
+    the colors; same input and output layout as the MLP)."""
     hidden: int = 512
-    """Width of every hidden layer."""
+    """Width of every hidden layer (color_shared: the per-color embedding width)."""
     layers: int = 3
-    """Number of hidden layers of the MLP."""
+    """Number of hidden layers of the MLP (color_shared: of the shared per-color trunk)."""
+    attention_layers: int = 0
+    """color_shared: transformer encoder layers across the five colors."""
+    attention_heads: int = 4
+    """color_shared: attention heads per transformer layer (must divide ``hidden``)."""
 
 
 @dataclass
@@ -145,6 +153,39 @@ class EvalConfig:
 
 
 @dataclass
+class AmpConfig:
+    name: str = "off"
+    """Label of the choice (the config group ``amp``), logged as a tag."""
+    dtype: str = "off"
+    """Autocast dtype of the training phases (``DeepCFRTrainer._fit``): ``off`` (fp32, the
+    exact pre-AMP code path), ``fp16`` (autocast + one shared GradScaler) or ``bf16`` (no
+    scaler). On a device without fast low precision (a CPU) it warns once and runs fp32."""
+    init_scale: float = 65536.0
+    """fp16: the GradScaler's initial loss scale."""
+    growth_interval: int = 2000
+    """fp16: steps without an inf/NaN gradient before the scale doubles."""
+
+
+@dataclass
+class CompileConfig:
+    name: str = "trainer"
+    """Label of the choice (the config group ``compile``), logged as a tag."""
+    trainer: bool = True
+    """torch.compile the networks the trainer fits (one compiled module per network,
+    reinitialised in place each iteration so it is compiled once)."""
+    inference: bool = False
+    """torch.compile the batched evaluation forward of the policy network."""
+    mode: str = "default"
+    """``default``, ``reduce-overhead`` or ``max-autotune``."""
+    fullgraph: bool = False
+    """Fail on a graph break instead of falling back to eager for that part."""
+    dynamic: bool = False
+    """Compile for symbolic batch sizes (training batches are fixed: False)."""
+    max_recompiles: int = 8
+    """Stop the run with a clear error when dynamo recompiles more often than this."""
+
+
+@dataclass
 class DeterminismConfig:
     name: str = "off"
     """Label of the choice (the config group ``determinism``), logged as a tag."""
@@ -211,6 +252,9 @@ class TrainConfig:
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
     run: RunConfig = field(default_factory=RunConfig)
     determinism: DeterminismConfig = field(default_factory=DeterminismConfig)
+    amp: AmpConfig = field(default_factory=AmpConfig)
+    compile: CompileConfig | None = None
+    """Absent unless the ``compile`` group is added: ``+compile=trainer``."""
 
 
 def register_configs() -> None:
@@ -220,3 +264,5 @@ def register_configs() -> None:
     store.store(group="game", name="schema", node=GameConfig)
     store.store(group="network", name="schema", node=NetworkConfig)
     store.store(group="determinism", name="schema", node=DeterminismConfig)
+    store.store(group="amp", name="schema", node=AmpConfig)
+    store.store(group="compile", name="schema", node=CompileConfig)
