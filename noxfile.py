@@ -35,3 +35,17 @@ def bench(session: nox.Session) -> None:
     install(session, "test")
     for script in sorted(Path("benchmarks").glob("bench_*.py")):
         session.run("python", str(script), *session.posargs)
+
+
+@nox.session(python="3.11")
+def ab(session: nox.Session) -> None:
+    """An experiment sweep: `nox -s ab -- compile_ab game=leduc network=wide`.
+
+    Families: compile_ab, amp_ab, network_ab, drift (conf/experiment/); the report lands in
+    the sweep directory and in MLflow under one parent run.
+    """
+    if not session.posargs:
+        session.error("name an experiment: nox -s ab -- compile_ab [overrides]")
+    install(session, "test")
+    name, *overrides = session.posargs
+    session.run("python", "-m", "lostcities.train", "-m", f"+experiment={name}", *overrides)

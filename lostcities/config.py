@@ -201,6 +201,31 @@ class DeterminismConfig:
 
 
 @dataclass
+class ExperimentConfig:
+    name: str = "experiment"
+    """Experiment name: the sweep's parent MLflow run and its report are named after it."""
+    kind: str = "ab"
+    """``ab``: timing A/B of a performance switch (evaluation and checkpoints off during
+    the timing window) plus the drift verdict on the losses; ``drift``: learning curves
+    with evaluation on, judged against the baseline arm's seed-to-seed band."""
+    arms: list[str] = field(default_factory=list)
+    """One string of overrides per arm, e.g. ``["+compile=off", "+compile=trainer"]``
+    (several overrides in one arm are separated by spaces)."""
+    arm: int = 0
+    """The arm this job runs (swept by the experiment: ``experiment.arm: 0,1``)."""
+    baseline: int = 0
+    """Index of the arm the others are compared with."""
+    warmup_iterations: int = 1
+    """Iterations dropped from timing means (compile, caches, worker start-up)."""
+    min_speedup: float = 0.05
+    """Ship threshold of the decision tree: the 1000-iteration projection must improve by
+    at least this fraction."""
+    isolate: bool = True
+    """Run every job of the sweep in a fresh process, one at a time (compile caches, torch
+    thread settings and RNG state cannot leak between arms; timings do not overlap)."""
+
+
+@dataclass
 class TrackingConfig:
     enabled: bool = True
     """Log to MLflow. metrics.jsonl in the run directory is written regardless."""
@@ -211,6 +236,8 @@ class TrackingConfig:
     """MLflow experiment name."""
     run_name: str | None = None
     """MLflow run name; None lets the tracker derive one from the game and network."""
+    parent_run_id: str | None = None
+    """Nest this run under that MLflow run (set by experiment sweeps for their arms)."""
 
 
 @dataclass
@@ -255,6 +282,8 @@ class TrainConfig:
     amp: AmpConfig = field(default_factory=AmpConfig)
     compile: CompileConfig | None = None
     """Absent unless the ``compile`` group is added: ``+compile=trainer``."""
+    experiment: ExperimentConfig | None = None
+    """Absent unless a sweep adds one: ``-m +experiment=compile_ab`` (conf/experiment/)."""
 
 
 def register_configs() -> None:

@@ -244,6 +244,8 @@ class Tracker:
         client = MlflowClient(tracking_uri=self.uri)
         experiment_id = _experiment_id(client, self.cfg.experiment)
         tags = {k[:_MAX_KEY]: _clip(v, _MAX_TAG_VALUE) for k, v in self._tags.items()}
+        if self.cfg.parent_run_id:  # MLflow's own tag: the UI shows this run nested
+            tags["mlflow.parentRunId"] = self.cfg.parent_run_id
         run = client.create_run(experiment_id, run_name=self._run_name(), tags=tags)
         self.run_id = run.info.run_id
         self._client = client
@@ -280,6 +282,49 @@ class Tracker:
                 "Tracker used from a child process; only the trainer logs "
                 "(workers return their stats to it)"
             )
+
+
+def start_parent_run(cfg: TrackingConfig, name: str, tags: Mapping[str, str]) -> str | None:
+    """Open the MLflow run that groups a sweep's arms (they nest under it through
+    ``TrackingConfig.parent_run_id``); None when tracking is off or the store fails."""
+    if not cfg.enabled:
+        return None
+    try:
+        from mlflow import MlflowClient
+
+        client = MlflowClient(tracking_uri=resolve_tracking_uri(cfg.tracking_uri))
+        experiment_id = _experiment_id(client, cfg.experiment)
+        tags = {k: _clip(str(v), _MAX_TAG_VALUE) for k, v in tags.items()}
+        return client.create_run(experiment_id, run_name=name, tags=tags).info.run_id
+    except Exception as e:
+        _warn(f"MLflow parent run not created ({_one_line(e)}); the sweep's runs stay flat")
+        return None
+
+
+def finish_parent_run(
+    cfg: TrackingConfig,
+    run_id: str | None,
+    metrics: Mapping[str, float],
+    files: list[Path],
+    status: str = "FINISHED",
+) -> None:
+    """Attach a sweep's report (metrics, files) to its parent run and end the run."""
+    if run_id is None:
+        return
+    try:
+        from mlflow import MlflowClient
+        from mlflow.entities import Metric
+
+        client = MlflowClient(tracking_uri=resolve_tracking_uri(cfg.tracking_uri))
+        stamp = int(time.time() * 1000)
+        batch = [Metric(k, float(v), stamp, 0) for k, v in metrics.items() if math.isfinite(v)]
+        for i in range(0, len(batch), _MAX_METRICS_PER_BATCH):
+            client.log_batch(run_id, metrics=batch[i : i + _MAX_METRICS_PER_BATCH])
+        for path in files:
+            client.log_artifact(run_id, str(path))
+        client.set_terminated(run_id, status)
+    except Exception as e:
+        _warn(f"sweep report not logged to MLflow run {run_id} ({_one_line(e)})")
 
 
 def plot_learning_curve(

@@ -16,7 +16,9 @@ from pathlib import Path
 import hydra
 import torch
 from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import ConfigKeyError
 
 from lostcities.cfr.trainer import DeepCFRTrainer
 from lostcities.cfr.workers import Executor, WorkerError, WorkerSpec, make_executor
@@ -28,12 +30,25 @@ from lostcities.checkpoint import (
     save_checkpoint,
 )
 from lostcities.config import TrainConfig, register_configs
+from lostcities.experiments.launch import fail_sweep, run_isolated_job
 from lostcities.games import GameSpec, make_game
 from lostcities.perf.determinism import apply_determinism
 from lostcities.progress import ProgressLine
 from lostcities.tracking import Tracker, flatten
 
 register_configs()
+
+
+def typed_config(dict_cfg: DictConfig) -> TrainConfig:
+    """The composed config as a TrainConfig. A key no schema knows fails here, including
+    one appended with ``+`` (Hydra adds those to the struct config unchecked)."""
+    try:
+        checked = OmegaConf.merge(
+            OmegaConf.structured(TrainConfig), OmegaConf.to_container(dict_cfg, resolve=True)
+        )
+    except ConfigKeyError as e:
+        raise ValueError(f"unknown config key {e.full_key!r}: no schema in config.py has it") from e
+    return OmegaConf.to_object(checked)
 
 
 def build_executor(cfg: TrainConfig) -> Executor | None:
@@ -57,6 +72,8 @@ def build_trainer(
         win_loss=cfg.game.utility == "win_loss",
         batch_invariant=cfg.determinism.batch_invariant_inference,
         executor=executor,
+        amp=cfg.amp,
+        compile=cfg.compile,
     )
 
 
@@ -139,6 +156,8 @@ def _train(
         "determinism/batch_invariant_inference": str(cfg.determinism.batch_invariant_inference),
         "traversal/executor": cfg.traversal.executor,
         "traversal/num_workers": str(getattr(executor, "num_workers", 0)),
+        "amp": cfg.amp.name,
+        "compile": "none" if cfg.compile is None else cfg.compile.name,
     }
     texts = {
         "config.yaml": OmegaConf.to_yaml(resolved),
@@ -195,8 +214,26 @@ def _progress_fields(m: dict[str, float]) -> dict[str, float | str]:
 
 @hydra.main(version_base="1.3", config_path="pkg://lostcities.conf", config_name="train")
 def main(dict_cfg: DictConfig) -> float | None:
-    cfg: TrainConfig = OmegaConf.to_object(dict_cfg)
+    try:
+        cfg = typed_config(dict_cfg)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)
     hydra_cfg = HydraConfig.get()
+    if cfg.experiment and cfg.experiment.isolate and hydra_cfg.mode == RunMode.MULTIRUN:
+        # an experiment's job: train in a fresh process (lostcities/experiments/launch.py)
+        code = run_isolated_job(
+            cfg.experiment,
+            list(hydra_cfg.overrides.task),
+            Path(hydra_cfg.runtime.output_dir),
+            Path(hydra_cfg.sweep.dir),
+            cfg.run.seed,
+        )
+        if code != 0:
+            fail_sweep(cfg.tracking, Path(hydra_cfg.sweep.dir))
+            print(f"error: experiment job {hydra_cfg.job.num} exited with {code}", file=sys.stderr)
+            sys.exit(code)
+        return None
     resolved = OmegaConf.to_container(dict_cfg, resolve=True)
     try:
         metrics = train(

@@ -18,11 +18,22 @@ iteration (``continual``): either way evaluation and checkpoint cadence cannot
 change it.
 With ``optim.augment_symmetries`` every training row is relabelled by a
 random symmetry of the game (Lost Cities: a color permutation) first.
+
+``_fit`` is the one training loop of both phases; the performance switches wrap
+it only. ``amp`` (lostcities/perf/amp.py): autocast forward, fp32 losses, one
+GradScaler, non-finite losses skipped and counted; ``amp=off`` (or a CPU, which
+falls back) runs the pre-AMP loop op for op. ``compile`` (lostcities/perf/compile.py):
+each network the trainer fits gets one compiled wrapper, made once, and is
+re-initialised in place every iteration (weights copied from a freshly built
+network: bit-identical to building it) so dynamo compiles once; sigma, weight
+pushes, evaluation and checkpoints only ever see the plain module.
 """
 
 from __future__ import annotations
 
+import math
 import time
+import warnings
 from collections import Counter
 from dataclasses import asdict
 
@@ -35,9 +46,23 @@ from lostcities.cfr.networks import build_network
 from lostcities.cfr.policy import AdvantagePolicy, NetworkForward, regret_matching
 from lostcities.cfr.traversal import TraversalId, make_traverser
 from lostcities.cfr.workers import Executor, InlineExecutor
-from lostcities.config import MemoryConfig, NetworkConfig, OptimConfig, TraversalConfig
+from lostcities.config import (
+    AmpConfig,
+    CompileConfig,
+    MemoryConfig,
+    NetworkConfig,
+    OptimConfig,
+    TraversalConfig,
+)
 from lostcities.games import GameSpec
-from lostcities.perf.compile import clean_state_dict
+from lostcities.perf.amp import MixedPrecision
+from lostcities.perf.compile import (
+    RecompileWatch,
+    below_threshold,
+    clean_state_dict,
+    compile_module,
+    load_clean_state_dict,
+)
 from lostcities.rng import Purpose, Stream, stream_key
 
 UPDATES = ("alternating", "simultaneous")
@@ -62,10 +87,16 @@ class DeepCFRTrainer:
         win_loss: bool = False,
         batch_invariant: bool = False,
         executor: Executor | None = None,
+        amp: AmpConfig | None = None,
+        compile: CompileConfig | None = None,
     ) -> None:
         """``batch_invariant``: every traversal and evaluation forward gives each row a result
         independent of its batch (determinism=strict). ``executor``: runs the traversals
-        (see workers.py); None runs them inline on this trainer's sigma."""
+        (see workers.py); None runs them inline on this trainer's sigma. ``amp``: mixed
+        precision of ``_fit`` (None: off). ``compile``: torch.compile of the fitted networks
+        and/or the policy's evaluation forward (None: the group is absent, nothing compiled);
+        with ``batch_invariant`` the row-wise evaluation kernel takes precedence over
+        ``compile.inference``."""
         if optim.policy_training not in POLICY_TRAINING:
             raise ValueError(
                 f"optim.policy_training must be one of {POLICY_TRAINING}, "
@@ -78,6 +109,26 @@ class DeepCFRTrainer:
         self.seed = seed
         self.device = torch.device(device)
         self.iteration = 0  # completed iterations
+        self.amp = MixedPrecision(amp or AmpConfig(), self.device)
+        self.compile = compile
+        self.recompile_watch: RecompileWatch | None = None
+        self._compiled: dict[int, torch.nn.Module] = {}  # id(plain net) -> its training wrapper
+        self._inference_net: torch.nn.Module | None = None  # compiled policy eval forward
+        if compile is not None and (compile.trainer or compile.inference):
+            self.recompile_watch = RecompileWatch(compile.max_recompiles)
+            if below_threshold(network):
+                warnings.warn(
+                    f"torch.compile on network {network.name!r} (hidden {network.hidden}, "
+                    f"{network.layers} layers, no attention), under the size where it pays "
+                    "(hidden >= 1024, layers >= 6 or attention): expect it slower than eager",
+                    stacklevel=2,
+                )
+            if compile.inference and batch_invariant:
+                warnings.warn(
+                    "compile.inference ignored: determinism's batch-invariant row-wise "
+                    "evaluation forward takes precedence",
+                    stacklevel=2,
+                )
         dim, actions = game.encoding_size, game.num_actions
         self.advantage_memories = [
             ReservoirMemory(memory.advantage_capacity, dim, actions) for _ in range(2)
@@ -90,7 +141,7 @@ class DeepCFRTrainer:
         self.policy_trained_at = 0  # iteration the policy net last saw
         self.policy_loss = float("nan")  # its loss then
         self.batch_invariant = batch_invariant
-        self.policy_forward = NetworkForward(self.policy_net, self.device, batch_invariant)
+        self.policy_forward = self._policy_forward()
         self.symmetries: tuple[torch.Tensor, torch.Tensor] | None = None
         if optim.augment_symmetries:
             if game.symmetries is None:
@@ -125,6 +176,41 @@ class DeepCFRTrainer:
             self.network_cfg, self.game.encoding_size, self.game.num_actions, seed=_torch_seed(key)
         )
         return net.to(self.device)
+
+    def _reinit(
+        self, net: torch.nn.Module | None, purpose: int, iteration: int, player: int
+    ) -> torch.nn.Module:
+        """The network of stream (purpose, iteration, player), freshly initialised: ``net``
+        itself re-initialised in place when given (its compiled wrapper stays valid, so
+        dynamo does not recompile), else a new one. The weights are copied from a newly
+        built network, so both ways are bit-identical."""
+        fresh = self._new_net(purpose, iteration, player)
+        if net is None:
+            return fresh
+        load_clean_state_dict(net, fresh.state_dict())
+        return net
+
+    def _training_forward(self, net: torch.nn.Module) -> torch.nn.Module:
+        """What ``_fit`` runs ``net``'s forward through: its compiled wrapper (made once per
+        module) with ``compile.trainer``, else ``net`` itself."""
+        if self.compile is None or not self.compile.trainer:
+            return net
+        compiled = self._compiled.get(id(net))
+        if compiled is None or compiled._orig_mod is not net:
+            compiled = compile_module(net, self.compile, self.compile.dynamic)
+            self._compiled[id(net)] = compiled
+        return compiled
+
+    def _policy_forward(self) -> NetworkForward:
+        """The policy's batched evaluation forward: through a compiled wrapper of the policy
+        net (symbolic batch sizes: evaluation batches vary) with ``compile.inference``,
+        unless the batch-invariant row-wise kernel is asked for (it takes precedence)."""
+        net = self.policy_net
+        if self.compile is not None and self.compile.inference and not self.batch_invariant:
+            if self._inference_net is None or self._inference_net._orig_mod is not net:
+                self._inference_net = compile_module(net, self.compile, dynamic=True)
+            net = self._inference_net
+        return NetworkForward(net, self.device, self.batch_invariant)
 
     def _generator(self, iteration: int, player: int, purpose: int) -> np.random.Generator:
         return np.random.Generator(
@@ -168,9 +254,14 @@ class DeepCFRTrainer:
             policy["loss/strategy"] = self.train_policy()
             policy["time/strategy_train_seconds"] = time.perf_counter() - start
         traversal = {f"traversal/{key}": value for key, value in totals.items()}
+        perf = self.amp.metrics()
+        if self.recompile_watch is not None:  # also catches recompiles of the last evaluation
+            self.recompile_watch.check()
+            perf["compile/recompiles"] = self.recompile_watch.recompiles
         return {
             **policy,
             **traversal,
+            **perf,
             "loss/advantage": float(np.mean(losses)),
             "loss/advantage_p0": losses[0],
             "loss/advantage_p1": losses[1],
@@ -207,7 +298,7 @@ class DeepCFRTrainer:
             return float("nan")
         net = self.advantage_nets[player]
         if net is None or self.optim.reinit_advantage:
-            net = self._new_net(Purpose.NETWORK_INIT, t, player)
+            net = self._reinit(net, Purpose.NETWORK_INIT, t, player)
             self.advantage_optimizers[player] = torch.optim.Adam(
                 net.parameters(), lr=self.optim.advantage_lr
             )
@@ -237,7 +328,7 @@ class DeepCFRTrainer:
         if self.strategy_memory.size == 0 or self.policy_trained_at == t:
             return self.policy_loss
         if self.optim.policy_training == "scratch":
-            self.policy_net = self._new_net(Purpose.NETWORK_INIT, t, 2)
+            self.policy_net = self._reinit(self.policy_net, Purpose.NETWORK_INIT, t, 2)
             self.policy_optimizer = torch.optim.Adam(
                 self.policy_net.parameters(), lr=self.optim.strategy_lr
             )
@@ -252,11 +343,21 @@ class DeepCFRTrainer:
             _policy_loss,
         )
         self.policy_net.eval()
-        self.policy_forward = NetworkForward(self.policy_net, self.device, self.batch_invariant)
+        self.policy_forward = self._policy_forward()
         self.policy_trained_at = t
         return self.policy_loss
 
     def _fit(self, net, optimizer, memory, t, steps, batch_size, generator, loss_fn) -> float:
+        """The one training loop (advantage and policy phases): ``steps`` minibatch steps of
+        ``net`` (the plain module); returns the mean loss of the last 10% of steps.
+
+        The forward runs through ``net``'s compiled wrapper with ``compile.trainer`` and
+        under autocast with an active AMP; the loss is fp32 either way. amp=off takes the
+        pre-AMP step op for op; an active AMP steps through ``MixedPrecision.step``
+        (scaler, unscale before clipping, non-finite losses skipped and counted, and left
+        out of the returned mean).
+        """
+        forward = self._training_forward(net)
         net.train()
         tail = []
         for step in range(steps):
@@ -264,14 +365,23 @@ class DeepCFRTrainer:
             if self.symmetries is not None:
                 features, masks, targets = self._relabel(features, masks, targets, generator)
             weights = self._weights(iterations, t)
-            loss = loss_fn(net(features), masks, targets, weights)
+            with self.amp.autocast():
+                out = forward(features)
+            loss = loss_fn(out, masks, targets, weights)
             optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            if self.optim.grad_clip > 0:
-                torch.nn.utils.clip_grad_norm_(net.parameters(), self.optim.grad_clip)
-            optimizer.step()
+            if self.amp.active:
+                self.amp.step(loss, optimizer, net.parameters(), self.optim.grad_clip)
+            else:  # amp=off: the pre-AMP step
+                loss.backward()
+                if self.optim.grad_clip > 0:
+                    torch.nn.utils.clip_grad_norm_(net.parameters(), self.optim.grad_clip)
+                optimizer.step()
             if step >= steps - max(1, steps // 10):
                 tail.append(loss.item())
+        if self.recompile_watch is not None:
+            self.recompile_watch.check()
+        if self.amp.active:
+            tail = [x for x in tail if math.isfinite(x)] or [float("nan")]
         return float(np.mean(tail))
 
     def _relabel(self, features, masks, targets, generator):
@@ -319,9 +429,11 @@ class DeepCFRTrainer:
             "advantage_memories": [m.state_dict() for m in self.advantage_memories],
             "strategy_memory": self.strategy_memory.state_dict(),
             "network": asdict(self.network_cfg),
+            "amp": self.amp.state_dict(),
         }
 
     def load_state_dict(self, state: dict) -> None:
+        self._compiled.clear()  # wrappers of the networks replaced below
         self.iteration = int(state["iteration"])
         self.policy_trained_at = int(state["policy_trained_at"])
         for player in (0, 1):
@@ -341,7 +453,9 @@ class DeepCFRTrainer:
         self.policy_net.load_state_dict(state["policy_net"])
         self.policy_optimizer.load_state_dict(state["policy_optimizer"])
         self.policy_net.eval()
-        self.policy_forward = NetworkForward(self.policy_net, self.device, self.batch_invariant)
+        self.policy_forward = self._policy_forward()
+        if "amp" in state:  # older checkpoints have none
+            self.amp.load_state_dict(state["amp"])
         for memory, saved in zip(self.advantage_memories, state["advantage_memories"], strict=True):
             memory.load_state_dict(saved)
         self.strategy_memory.load_state_dict(state["strategy_memory"])
@@ -353,13 +467,17 @@ def _regret_weight(t: int) -> float:
 
 
 def _regret_loss(pred, masks, targets, weights):
-    # pred, targets: (b, A); masks: (b, A) bool; weights: (b,). MSE over legal actions only.
+    # pred, targets: (b, A); masks: (b, A) bool; weights: (b,). MSE over legal actions only,
+    # in fp32 whatever the forward's precision (an fp16 square overflows past ~256).
+    pred = pred.float()  # a no-op on fp32
     squared = torch.where(masks, (pred - targets) ** 2, torch.zeros_like(pred))
     return (weights[:, None] * squared).sum() / masks.sum().clamp(min=1)
 
 
 def _policy_loss(logits, masks, targets, weights):
-    # Cross-entropy of the masked softmax against sigma, weighted by iteration.
+    # Cross-entropy of the masked softmax against sigma, weighted by iteration; fp32
+    # whatever the forward's precision (the -inf fill and log-softmax stay exact).
+    logits = logits.float()  # a no-op on fp32
     logits = logits.masked_fill(~masks, float("-inf"))
     log_probs = torch.log_softmax(logits, dim=1).masked_fill(~masks, 0.0)
     return -(weights[:, None] * targets * log_probs).sum() / len(targets)

@@ -4,6 +4,12 @@
 keys carry an ``_orig_mod.`` prefix. Checkpoints, weight pushes to traversal
 workers and every consumer of weights see only clean state dicts, so a
 compiled and a plain run stay interchangeable.
+
+The ``compile`` config group (:class:`lostcities.config.CompileConfig`) is read by
+the trainer: :func:`compile_module` wraps a network once, :func:`load_clean_state_dict`
+re-initialises or resumes it in place (so dynamo does not recompile), and a
+:class:`RecompileWatch` counts dynamo's recompilations and stops the run past
+``compile.max_recompiles``.
 """
 
 from __future__ import annotations
@@ -12,6 +18,8 @@ from collections.abc import Mapping
 
 import numpy as np
 import torch
+
+from lostcities.config import CompileConfig, NetworkConfig
 
 COMPILED_PREFIX = "_orig_mod."
 
@@ -31,3 +39,93 @@ def state_dict_arrays(module: torch.nn.Module) -> dict[str, np.ndarray]:
     """:func:`clean_state_dict` as numpy arrays: pickled by value (no shared-memory file
     handles), the cheap form for one message to a worker process."""
     return {k: v.numpy().copy() for k, v in clean_state_dict(module).items()}
+
+
+def load_clean_state_dict(module: torch.nn.Module, state: Mapping[str, torch.Tensor]) -> None:
+    """Load clean (or prefixed) weights into a plain or compiled module, in place: a
+    compiled wrapper loads through its ``_orig_mod``, so its parameters keep their
+    identity and dynamo's graph stays valid."""
+    getattr(module, "_orig_mod", module).load_state_dict(strip_compiled_prefix(state))
+
+
+def below_threshold(network: NetworkConfig) -> bool:
+    """True for a network too small for torch.compile to pay on: hidden < 1024, fewer
+    than 6 layers and no attention (measured: compile's dispatch overhead outweighs the
+    fused kernels there; see ../shared/seeds/plan-torch-compile.md)."""
+    return network.hidden < 1024 and network.layers < 6 and network.attention_layers == 0
+
+
+def compile_module(module: torch.nn.Module, cfg: CompileConfig, dynamic: bool) -> torch.nn.Module:
+    """``torch.compile(module)`` with ``cfg``'s mode and fullgraph. ``dynamic``: symbolic
+    batch sizes from the start; False passes torch's default (None: static first, and one
+    recompile with symbolic sizes if a shape changes) rather than dynamo's strict
+    ``dynamic=False``, which would recompile for every new batch size (an early iteration
+    whose memory holds fewer samples than a batch trains on smaller batches)."""
+    return torch.compile(
+        module, mode=cfg.mode, fullgraph=cfg.fullgraph, dynamic=True if dynamic else None
+    )
+
+
+class RecompileLimitError(ValueError):
+    """Dynamo recompiled more often than ``compile.max_recompiles`` allows (one line)."""
+
+
+_recompiles = 0  # dynamo recompilations in this process (see recompile_count)
+
+
+def _on_compile_start(args) -> None:
+    global _recompiles
+    from torch._dynamo.callback import CallbackTrigger
+    from torch._guards import CompileId
+
+    if args.callback_trigger != CallbackTrigger.DYNAMO:
+        return  # a deferred backward compile belongs to a forward already counted
+    compile_id = CompileId.from_string(args.compile_id)
+    if compile_id is not None and (compile_id.frame_compile_id or 0) > 0:
+        _recompiles += 1
+
+
+def recompile_count() -> int:
+    """Dynamo recompilations in this process since the first call: compiles of a frame
+    (code object) that already holds a compiled graph, i.e. compile ids ``f/n`` with
+    n > 0 (a guard failed: new shape, grad mode, module attribute, compile options).
+    First compiles (``f/0``) and deferred backward compiles are not counted. Counted by
+    a dynamo compile-start callback, (re)installed by every call: ``torch._dynamo.reset()``
+    drops callbacks (and starts frame ids afresh)."""
+    import torch._dynamo.callback  # here, not at import: traversal workers never load dynamo
+
+    handler = torch._dynamo.callback.callback_handler
+    if _on_compile_start not in handler.start_callbacks:
+        handler.register_start_callback(_on_compile_start)
+    return _recompiles
+
+
+class RecompileWatch:
+    """Recompiles since this watch was made, checked against a limit.
+
+    Dynamo stops compiling a function after ``torch._dynamo.config.recompile_limit``
+    cache entries (8) and silently runs it eagerly from then on; a watch raises that
+    process-wide limit to ``limit + 2`` if lower, so the run stops with our message
+    instead of going on slower.
+    """
+
+    def __init__(self, limit: int) -> None:
+        import torch._dynamo
+
+        self.limit = limit
+        self.start = recompile_count()
+        config = torch._dynamo.config  # n recompiles of a function: n + 1 cache entries
+        config.recompile_limit = max(config.recompile_limit, limit + 2)
+
+    @property
+    def recompiles(self) -> int:
+        return recompile_count() - self.start
+
+    def check(self) -> None:
+        """Raise :class:`RecompileLimitError` once past the limit."""
+        if self.recompiles > self.limit:
+            raise RecompileLimitError(
+                f"torch.compile recompiled {self.recompiles} times, more than "
+                f"compile.max_recompiles={self.limit} (shapes or modules keep changing; "
+                'TORCH_LOGS="recompiles" names the guard that failed)'
+            )

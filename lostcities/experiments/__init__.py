@@ -1,0 +1,7 @@
+"""Experiment sweeps: ``python -m lostcities.train -m +experiment=<name>`` (conf/experiment/).
+
+``launch`` runs each job of a sweep as a fresh ``python -m lostcities.train``
+process, one at a time; ``report`` is the Hydra callback that opens the sweep's
+parent MLflow run and, when the sweep ends, writes and logs its A/B and drift
+report.
+"""

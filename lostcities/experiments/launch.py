@@ -1,0 +1,90 @@
+"""One sweep job = one fresh training process.
+
+Hydra's basic launcher runs a sweep's jobs one after another in one process:
+torch.compile's caches, torch's thread settings and any process-level state
+would leak from one arm into the next. Rather than a launcher plugin (a
+``hydra_plugins`` package, discovered by scanning, for what is one subprocess
+call), an experiment job's task function starts ``python -m lostcities.train``
+with the job's overrides plus its arm's, in the job's own output directory,
+and waits for it. The basic launcher still walks the jobs in order, so timing
+arms never overlap; arms and seeds interleave (the experiment files sweep the
+seed first), so a busy neighbour hurts every arm alike.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from lostcities.config import ExperimentConfig, TrackingConfig
+
+SWEEP_FILE = "sweep.json"  # in the sweep directory: the parent MLflow run of the arms
+ARM_FILE = "arm.json"  # in each job directory: which arm and seed it ran
+
+# Overrides that describe the sweep machinery rather than a run.
+_NOT_A_SETTING = ("+experiment=", "experiment.arm=", "run.seed=", "hydra.")
+
+
+def arm_overrides(cfg: ExperimentConfig) -> list[str]:
+    if not cfg.arms:
+        return []
+    if not 0 <= cfg.arm < len(cfg.arms):
+        raise ValueError(
+            f"experiment.arm must index experiment.arms (0..{len(cfg.arms) - 1}), got {cfg.arm}"
+        )
+    return cfg.arms[cfg.arm].split()
+
+
+def arm_label(cfg: ExperimentConfig, arm: int) -> str:
+    return cfg.arms[arm] if cfg.arms else "run"
+
+
+def settings(overrides: list[str]) -> list[str]:
+    """The overrides that change what runs (not the sweep's own bookkeeping)."""
+    return [o for o in overrides if not o.startswith(_NOT_A_SETTING)]
+
+
+def run_isolated_job(
+    cfg: ExperimentConfig, task_overrides: list[str], output_dir: Path, sweep_dir: Path, seed: int
+) -> int:
+    """Run one job in a fresh process; returns its exit code (0: success)."""
+    parent = read_sweep_state(sweep_dir).get("parent_run_id")
+    label = arm_label(cfg, cfg.arm)
+    common = " ".join(settings(task_overrides))
+    name = f"{cfg.name} | {label} | seed {seed}" + (f" | {common}" if common else "")
+    output_dir.mkdir(parents=True, exist_ok=True)
+    (output_dir / ARM_FILE).write_text(
+        json.dumps({"arm": cfg.arm, "label": label, "seed": seed, "overrides": task_overrides})
+    )
+    command = [
+        sys.executable,
+        "-m",
+        "lostcities.train",
+        *task_overrides,
+        *arm_overrides(cfg),
+        f"hydra.run.dir={output_dir}",
+        f"tracking.run_name='{name.replace(chr(39), '')}'",  # quoted: '=' and spaces inside
+    ]
+    if parent:
+        command.append(f"tracking.parent_run_id={parent}")
+    print(f"[{cfg.name}] arm {cfg.arm} ({label}), seed {seed}: {output_dir}", flush=True)
+    return subprocess.run(command, check=False).returncode
+
+
+def fail_sweep(tracking: TrackingConfig, sweep_dir: Path) -> None:
+    """A job failed: the sweep stops, and its parent MLflow run ends FAILED (not RUNNING)."""
+    from lostcities.tracking import finish_parent_run
+
+    finish_parent_run(tracking, read_sweep_state(sweep_dir).get("parent_run_id"), {}, [], "FAILED")
+
+
+def read_sweep_state(sweep_dir: Path) -> dict:
+    path = sweep_dir / SWEEP_FILE
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
+def write_sweep_state(sweep_dir: Path, state: dict) -> None:
+    sweep_dir.mkdir(parents=True, exist_ok=True)
+    (sweep_dir / SWEEP_FILE).write_text(json.dumps(state))
