@@ -164,8 +164,17 @@ def test_recompile_watch_counts_dynamo_recompiles(fresh_dynamo):
     assert RecompileWatch(limit=0).recompiles == 0  # counted from the watch's start
 
 
-def test_dynamo_keeps_compiling_until_the_watch_limit_trips(fresh_dynamo, monkeypatch):
-    monkeypatch.setattr(torch._dynamo.config, "recompile_limit", 8)  # restored afterwards
+@pytest.fixture
+def saved_recompile_limit():
+    """Restore dynamo's limit by assignment: pytest >= 9.2's monkeypatch undoes with
+    delattr on module attributes it did not find in __dict__, which hides dynamo's."""
+    saved = torch._dynamo.config.recompile_limit
+    yield
+    torch._dynamo.config.recompile_limit = saved
+
+
+def test_dynamo_keeps_compiling_until_the_watch_limit_trips(fresh_dynamo, saved_recompile_limit):
+    torch._dynamo.config.recompile_limit = 8
     watch = RecompileWatch(limit=8)  # dynamo alone would stop at 7 and go eager silently
     assert torch._dynamo.config.recompile_limit == 10
 
