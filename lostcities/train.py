@@ -159,6 +159,9 @@ def _train(
         "amp": cfg.amp.name,
         "compile": "none" if cfg.compile is None else cfg.compile.name,
     }
+    if cfg.experiment is not None:  # an arm of a sweep (lostcities/experiments/)
+        tags["experiment"] = cfg.experiment.name
+        tags["experiment/arm"] = str(cfg.experiment.arm)
     texts = {
         "config.yaml": OmegaConf.to_yaml(resolved),
         "overrides.yaml": OmegaConf.to_yaml(list(overrides)),
