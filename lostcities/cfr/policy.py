@@ -16,8 +16,9 @@ import numpy as np
 import torch
 
 from lostcities.cfr.inference import RowwiseMLP
-from lostcities.cfr.initial import InitialStrategy
+from lostcities.cfr.initial import InitialStrategy, make_initial_strategy
 from lostcities.cfr.initial import uniform as uniform_initial
+from lostcities.config import TraversalConfig
 from lostcities.perf.compile import state_dict_arrays
 
 
@@ -117,6 +118,19 @@ class AdvantagePolicy:
         self.device = torch.device(device)
         self.cache: dict[tuple[int, bytes], np.ndarray] | None = {} if cache else None
         self.version = 0  # bumped on every network change; executors push on a new version
+
+    @classmethod
+    def from_config(
+        cls, cfg: TraversalConfig, device: str = "cpu", batch_invariant: bool = False
+    ) -> AdvantagePolicy:
+        """sigma_1 of ``cfg`` (no networks yet): the trainer's and every worker's copy."""
+        return cls(
+            device,
+            cache=cfg.cache_strategies,
+            initial=make_initial_strategy(cfg.initial_strategy),
+            warm_start=cfg.warm_start,
+            batch_invariant=batch_invariant,
+        )
 
     def set_network(
         self,

@@ -40,7 +40,6 @@ from dataclasses import asdict
 import numpy as np
 import torch
 
-from lostcities.cfr.initial import make_initial_strategy
 from lostcities.cfr.memory import ReservoirMemory
 from lostcities.cfr.networks import build_network
 from lostcities.cfr.policy import AdvantagePolicy, NetworkForward, regret_matching
@@ -149,13 +148,7 @@ class DeepCFRTrainer:
                     f"optim.augment_symmetries needs a game with symmetries; {game.name} has none"
                 )
             self.symmetries = tuple(torch.from_numpy(i).to(self.device) for i in game.symmetries)
-        self.sigma = AdvantagePolicy(
-            device,
-            cache=traversal.cache_strategies,
-            initial=make_initial_strategy(traversal.initial_strategy),
-            warm_start=traversal.warm_start,
-            batch_invariant=batch_invariant,
-        )
+        self.sigma = AdvantagePolicy.from_config(traversal, device, batch_invariant)
         if traversal.updates not in UPDATES:
             raise ValueError(
                 f"traversal.updates must be one of {UPDATES}, got {traversal.updates!r}"

@@ -35,7 +35,6 @@ from typing import Protocol
 
 import torch
 
-from lostcities.cfr.initial import make_initial_strategy
 from lostcities.cfr.networks import build_network
 from lostcities.cfr.policy import AdvantagePolicy
 from lostcities.cfr.traversal import TraversalId, TraversalResult, make_traverser, run_traversals
@@ -88,12 +87,8 @@ def build_worker_traverser(spec: WorkerSpec):
     from lostcities.games import make_game  # the game kernels load in the worker only
 
     game = make_game(spec.game)
-    sigma = AdvantagePolicy(
-        "cpu",
-        cache=spec.traversal.cache_strategies,
-        initial=make_initial_strategy(spec.traversal.initial_strategy),
-        warm_start=spec.traversal.warm_start,
-        batch_invariant=spec.determinism.batch_invariant_inference,
+    sigma = AdvantagePolicy.from_config(
+        spec.traversal, "cpu", spec.determinism.batch_invariant_inference
     )
     traverser = make_traverser(
         game.prototype,
