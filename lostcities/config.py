@@ -150,6 +150,16 @@ class EvalConfig:
     """Lost Cities: games stepped together so network forwards are batched."""
     seed: int = 12345
     """Seed of the evaluation deals (fixed, so every evaluation plays the same games)."""
+    agent: str = "policy"
+    """Lost Cities: what the run is evaluated as (lostcities/eval/agents.py): ``policy``
+    (the policy network), ``current`` (regret matching on the latest advantage nets) or
+    ``sdcfr`` (single Deep CFR: one iteration's strategy per game, linear weights)."""
+    play: str = "sampled"
+    """Lost Cities: how the agent's probabilities become moves: ``sampled`` or ``greedy``
+    (the most probable legal action)."""
+    paired_baseline: bool = True
+    """Lost Cities: also play sigma_1 (the initial strategy, played the same way) on the
+    same games and log the agent's paired gain over it (eval/<bot>/gain_*)."""
 
 
 @dataclass

@@ -180,9 +180,7 @@ def _train(
                     metrics.get("time/strategy_train_seconds", 0.0) + time.perf_counter() - phase
                 )
                 phase = time.perf_counter()
-                metrics.update(
-                    evaluator.evaluate(trainer.policy_probs, trainer.regret_matching_probs)
-                )
+                metrics.update(evaluator.evaluate(trainer))
                 metrics["time/eval_seconds"] = time.perf_counter() - phase
             if (cfg.checkpoint.every and t % cfg.checkpoint.every == 0) or final:
                 phase = time.perf_counter()
@@ -209,6 +207,8 @@ def _progress_fields(m: dict[str, float]) -> dict[str, float | str]:
     if "eval/exploitability" in m:
         fields["expl"] = m["eval/exploitability"]
         fields["expl(sigma)"] = m["eval/current_exploitability"]
+        if "eval/sdcfr_exploitability" in m:
+            fields["expl(sdcfr)"] = m["eval/sdcfr_exploitability"]
     for key, value in m.items():
         if key.endswith("/win_rate0"):
             fields["win " + key.split("/")[1]] = value

@@ -37,3 +37,41 @@ def mlflow_uri(mlflow_template: Path, tmp_path: Path, monkeypatch: pytest.Monkey
     shutil.copyfile(mlflow_template, path)
     monkeypatch.chdir(tmp_path)
     return f"sqlite:///{path}"
+
+
+LOST_CITIES_TINY = [
+    "run.iterations=2",
+    "traversal.first_traversals_per_player=8",
+    "traversal.traversals_per_player=4",
+    "optim.advantage_steps=20",
+    "optim.strategy_steps=20",
+    "eval.games=20",
+    "eval.opponents=[cautious]",
+    "run.progress=false",
+    "tracking.enabled=false",
+]
+"""A Lost Cities run of a few seconds on the shipped config's code path."""
+
+
+def train_run(overrides: list[str], run_dir: Path) -> list[dict]:
+    """``python -m lostcities.train`` in-process with ``overrides``; its metrics rows."""
+    import json
+
+    from hydra import compose, initialize_config_module
+    from omegaconf import OmegaConf
+
+    from lostcities.train import train
+
+    with initialize_config_module(config_module="lostcities.conf", version_base="1.3"):
+        dict_cfg = compose("train", overrides=overrides)
+    resolved = OmegaConf.to_container(dict_cfg, resolve=True)
+    train(OmegaConf.to_object(dict_cfg), run_dir, resolved, overrides, {})
+    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+
+
+@pytest.fixture(scope="session")
+def lost_cities_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The final checkpoint of a tiny two-iteration Lost Cities run (made once)."""
+    run_dir = tmp_path_factory.mktemp("lost_cities_tiny")
+    train_run(LOST_CITIES_TINY, run_dir)
+    return run_dir / "checkpoints" / "ckpt_000002.pt"

@@ -10,7 +10,7 @@ result does not depend on the other rows of the batch (determinism=strict).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import torch
@@ -18,7 +18,7 @@ import torch
 from lostcities.cfr.inference import RowwiseMLP
 from lostcities.cfr.initial import InitialStrategy, make_initial_strategy
 from lostcities.cfr.initial import uniform as uniform_initial
-from lostcities.config import TraversalConfig
+from lostcities.config import NetworkConfig, TraversalConfig
 from lostcities.perf.compile import state_dict_arrays
 
 
@@ -77,6 +77,18 @@ def regret_matching(advantages: np.ndarray, masks: np.ndarray) -> np.ndarray:
         masked = np.where(legal[flat], advantages[flat], -np.inf)
         sigma[np.flatnonzero(flat), masked.argmax(axis=1)] = 1.0
     return sigma
+
+
+def regret_weight(t: int) -> float:
+    """W_t = 1 + 2 + ... + t: the linear-CFR weight behind an advantage net of iteration t."""
+    return t * (t + 1) / 2
+
+
+def masked_softmax(logits: np.ndarray, masks: np.ndarray) -> np.ndarray:
+    """The policy network's distribution: softmax of logits float32 (n, A) over the legal
+    actions of masks uint8 (n, A) -> float64 (n, A)."""
+    out = torch.from_numpy(logits).masked_fill(~torch.from_numpy(masks.astype(bool)), -torch.inf)
+    return torch.softmax(out, dim=1).double().numpy()
 
 
 class AdvantagePolicy:
@@ -221,3 +233,38 @@ class AdvantagePolicy:
                 row = self.strategy(key[0], features[i : i + 1], masks[i : i + 1])[0]
                 self.cache[key] = row
             out[i] = row
+
+
+def iteration_strategies(
+    network: NetworkConfig,
+    traversal: TraversalConfig,
+    per_iteration: Sequence[Sequence[dict]],
+    dims: tuple[int, int],
+    batch_invariant: bool = False,
+    first_iteration: int = 1,
+) -> list[Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]]:
+    """sigma_{t+1} for t = 1..T: regret matching (with ``traversal``'s warm start) on both
+    players' advantage weights ``per_iteration[p][t - 1]`` (as the trainer keeps them), each
+    as (players int8 (n,), features (n, d), masks (n, A)) -> float64 (n, A). ``dims``:
+    (encoding size, number of actions). Single Deep CFR's average strategy mixes them with
+    weights t. ``first_iteration``: the t of ``per_iteration[p][0]``."""
+    from lostcities.cfr.networks import build_network
+
+    strategies = []
+    for t, weights in enumerate(zip(*per_iteration, strict=True), start=first_iteration):
+        policy = AdvantagePolicy.from_config(traversal, "cpu", batch_invariant)
+        for player in (0, 1):
+            net = build_network(network, *dims, seed=0)
+            net.load_state_dict(weights[player])
+            policy.set_network(player, net.eval(), regret_weight(t), t)
+        strategies.append(_as_strategy(policy))
+    return strategies
+
+
+def _as_strategy(policy: AdvantagePolicy):
+    def strategy(players: np.ndarray, features: np.ndarray, masks: np.ndarray) -> np.ndarray:
+        out = np.zeros(masks.shape)
+        policy(np.asarray(players, dtype=np.int8), features, masks, out)
+        return out
+
+    return strategy

@@ -42,7 +42,13 @@ import torch
 
 from lostcities.cfr.memory import ReservoirMemory
 from lostcities.cfr.networks import build_network
-from lostcities.cfr.policy import AdvantagePolicy, NetworkForward, regret_matching
+from lostcities.cfr.policy import (
+    AdvantagePolicy,
+    NetworkForward,
+    masked_softmax,
+    regret_matching,
+    regret_weight,
+)
 from lostcities.cfr.traversal import TraversalId, make_traverser
 from lostcities.cfr.workers import Executor, InlineExecutor
 from lostcities.config import (
@@ -135,6 +141,10 @@ class DeepCFRTrainer:
         self.strategy_memory = ReservoirMemory(memory.strategy_capacity, dim, actions)
         self.advantage_nets: list[torch.nn.Module | None] = [None, None]
         self.advantage_optimizers: list[torch.optim.Optimizer | None] = [None, None]
+        # iteration_advantage_nets[p][t - 1]: player p's advantage weights after iteration t
+        # (clean CPU copies, ~1.4 MB each for compact): the strategies sigma_{t+1} that
+        # single Deep CFR (lostcities/agent.py) samples from at play time.
+        self.iteration_advantage_nets: list[list[dict[str, torch.Tensor]]] = [[], []]
         self.policy_net = self._new_net(Purpose.NETWORK_INIT, 0, 2)
         self.policy_optimizer = torch.optim.Adam(self.policy_net.parameters(), lr=optim.strategy_lr)
         self.policy_trained_at = 0  # iteration the policy net last saw
@@ -307,7 +317,10 @@ class DeepCFRTrainer:
         )
         net.eval()
         self.advantage_nets[player] = net
-        self.sigma.set_network(player, net, _regret_weight(t), t)
+        snapshots = self.iteration_advantage_nets[player]
+        del snapshots[t - 1 :]  # a resumed run re-trains iteration t: keep one copy
+        snapshots.append({k: v.clone() for k, v in clean_state_dict(net).items()})
+        self.sigma.set_network(player, net, regret_weight(t), t)
         return loss
 
     def train_policy(self) -> float:
@@ -393,9 +406,7 @@ class DeepCFRTrainer:
     # --- the learned strategies -------------------------------------------------------------
     def policy_probs(self, features: np.ndarray, masks: np.ndarray) -> np.ndarray:
         """Average strategy from the policy network: (n, A) probabilities over legal actions."""
-        logits = torch.from_numpy(self.policy_forward(features))  # (n, A)
-        logits = logits.masked_fill(~torch.from_numpy(masks.astype(bool)), float("-inf"))
-        return torch.softmax(logits, dim=1).double().numpy()
+        return masked_softmax(self.policy_forward(features), masks)
 
     def regret_matching_probs(
         self, players: np.ndarray, features: np.ndarray, masks: np.ndarray
@@ -417,6 +428,7 @@ class DeepCFRTrainer:
             "advantage_optimizers": [
                 None if o is None else o.state_dict() for o in self.advantage_optimizers
             ],
+            "iteration_advantage_nets": self.iteration_advantage_nets,
             "policy_net": clean_state_dict(self.policy_net),
             "policy_optimizer": self.policy_optimizer.state_dict(),
             "advantage_memories": [m.state_dict() for m in self.advantage_memories],
@@ -441,7 +453,11 @@ class DeepCFRTrainer:
                 optimizer.load_state_dict(state["advantage_optimizers"][player])
             self.advantage_nets[player] = net
             self.advantage_optimizers[player] = optimizer
-            self.sigma.set_network(player, net, _regret_weight(self.iteration), self.iteration)
+            self.sigma.set_network(player, net, regret_weight(self.iteration), self.iteration)
+        # older checkpoints have no per-iteration weights: single Deep CFR is then unavailable
+        self.iteration_advantage_nets = [
+            list(nets) for nets in state.get("iteration_advantage_nets", [[], []])
+        ]
         self.policy_loss = float(state.get("policy_loss", float("nan")))
         self.policy_net.load_state_dict(state["policy_net"])
         self.policy_optimizer.load_state_dict(state["policy_optimizer"])
@@ -452,11 +468,6 @@ class DeepCFRTrainer:
         for memory, saved in zip(self.advantage_memories, state["advantage_memories"], strict=True):
             memory.load_state_dict(saved)
         self.strategy_memory.load_state_dict(state["strategy_memory"])
-
-
-def _regret_weight(t: int) -> float:
-    """W_t = 1 + 2 + ... + t: the linear-CFR weight behind an advantage net of iteration t."""
-    return t * (t + 1) / 2
 
 
 def _regret_loss(pred, masks, targets, weights):

@@ -13,6 +13,7 @@ and a match is reproducible from its seed (given deterministic bots).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from statistics import NormalDist, fmean, stdev
 
@@ -118,6 +119,49 @@ class MatchResult:
     def mean_diff_ci(self, confidence: float = 0.95) -> tuple[float, float]:
         """Normal-approximation interval of the mean score difference."""
         return normal_interval([float(d) for d in self.diffs], confidence)
+
+
+@dataclass(frozen=True)
+class PairedGain:
+    """Agent A minus agent B, both having played the same games (same deals, seats and bot
+    seeds): per-game differences of the win indicator (win 1, draw 1/2, loss 0) and of the
+    score difference, with 95% normal intervals of their means."""
+
+    games: int
+    win_rate: float
+    win_rate_ci: tuple[float, float]
+    score_diff: float
+    score_diff_ci: tuple[float, float]
+
+
+def paired_gain(a: MatchResult, b: MatchResult, confidence: float = 0.95) -> PairedGain:
+    """How much better A did than B on the same games (see :class:`PairedGain`)."""
+    return pooled_paired_gain([(a, b)], confidence)
+
+
+def pooled_paired_gain(
+    pairs: Sequence[tuple[MatchResult, MatchResult]], confidence: float = 0.95
+) -> PairedGain:
+    """:func:`paired_gain` over the games of several pairs of matches together (e.g. one
+    pair per training seed)."""
+    win: list[float] = []
+    score: list[float] = []
+    for a, b in pairs:
+        if a.games != b.games:
+            raise ValueError(f"paired results need the same games, got {a.games} and {b.games}")
+        win += [_points(x) - _points(y) for x, y in zip(a.diffs, b.diffs, strict=True)]
+        score += [float(x - y) for x, y in zip(a.diffs, b.diffs, strict=True)]
+    return PairedGain(
+        len(win),
+        fmean(win),
+        normal_interval(win, confidence),
+        fmean(score),
+        normal_interval(score, confidence),
+    )
+
+
+def _points(diff: int) -> float:
+    return 1.0 if diff > 0 else 0.5 if diff == 0 else 0.0
 
 
 def play_game(bots: tuple[Bot, Bot], deal_seed: int, max_turns: int) -> LostCitiesGame:

@@ -2,51 +2,78 @@
 
 Small games: exact exploitability (NashConv and exploitability = NashConv / 2,
 in chips) of the policy network and of the current regret-matching policy.
-Lost Cities: the policy network plays each configured bot over a fixed set of
-deals (seats alternate), with forward passes batched across the games in
-flight; win rate with a 95% Wilson interval, mean score difference, and the
-network's play statistics.
+Lost Cities: the run's agent (policy network, current strategy or single Deep
+CFR; sampled or greedy) plays each configured bot over a fixed set of deals
+(seats alternate), with forward passes batched across the games in flight; win
+rate with a 95% Wilson interval, mean score difference, the agent's play
+statistics, and its paired gain over sigma_1 played the same way on the same
+games.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
 from lostcities.cfr.exploitability import GameTree
+from lostcities.cfr.policy import iteration_strategies
 from lostcities.config import EvalConfig
-from lostcities.eval.arena import MatchResult, arena_deal_seed
+from lostcities.eval.agents import AGENT_KINDS, PLAY_MODES, Agent, choose_actions, trainer_agent
+from lostcities.eval.arena import MatchResult, arena_deal_seed, paired_gain
 from lostcities.eval.opponents import make_bot
 from lostcities.games import lost_cities_spec as spec
 from lostcities.games.lost_cities import LostCitiesGame
 from lostcities.rng import Purpose, Stream, stream_key
 
-# policy_fn(features float32 (n, d), masks uint8 (n, A)) -> probabilities (n, A)
-PolicyFn = Callable[[np.ndarray, np.ndarray], np.ndarray]
-# players int8 (n,), features, masks -> probabilities
-PlayerPolicyFn = Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
-
 
 class SmallGameEvaluator:
-    """Exact exploitability on Kuhn or Leduc; the tree is walked once."""
+    """Exact exploitability on Kuhn or Leduc; the tree is walked once.
+
+    Three strategies: the policy network (Deep CFR's distilled average), the current
+    strategy sigma_{T+1}, and single Deep CFR's average: the mixture of sigma_2..sigma_{T+1}
+    (one per iteration's advantage nets) with linear weights 1..T, made exact as one
+    behaviour table by ``GameTree.average_strategy`` (own-reach weighting)."""
 
     def __init__(self, root) -> None:
         self.tree = GameTree.build(root)
+        self.players = np.asarray(self.tree.infoset_player, dtype=np.int8)
+        self.iteration_tables: list[np.ndarray] = []  # sigma_{t+1} tables, t = 1, 2, ...
 
-    def evaluate(self, policy_fn: PolicyFn, current_fn: PlayerPolicyFn) -> dict[str, float]:
-        policy = self.tree.evaluate(self.tree.tabulate(policy_fn))
-        players = np.asarray(self.tree.infoset_player, dtype=np.int8)
-        current = self.tree.evaluate(
-            self.tree.tabulate(lambda features, masks: current_fn(players, features, masks))
-        )
-        return {
+    def evaluate(self, trainer) -> dict[str, float]:
+        policy = self.tree.evaluate(self.tree.tabulate(trainer.policy_probs))
+        current_fn = self._with_players(trainer.regret_matching_probs)
+        current = self.tree.evaluate(self.tree.tabulate(current_fn))
+        metrics = {
             "eval/nash_conv": policy.nash_conv,
             "eval/exploitability": policy.exploitability,
             "eval/current_nash_conv": current.nash_conv,
             "eval/current_exploitability": current.exploitability,
         }
+        per_iteration = trainer.iteration_advantage_nets
+        done = len(self.iteration_tables)
+        if per_iteration[0]:
+            # an iteration's table never changes once trained: tabulate only the new ones
+            new = [nets[done:] for nets in per_iteration]
+            dims = (trainer.game.encoding_size, trainer.game.num_actions)
+            for strategy in iteration_strategies(
+                trainer.network_cfg,
+                trainer.traversal_cfg,
+                new,
+                dims,
+                trainer.batch_invariant,
+                first_iteration=done + 1,
+            ):
+                self.iteration_tables.append(self.tree.tabulate(self._with_players(strategy)))
+            tables = self.iteration_tables[: len(per_iteration[0])]
+            weights = np.arange(1, len(tables) + 1, dtype=np.float64)
+            average = self.tree.evaluate(self.tree.average_strategy(tables, weights))
+            metrics["eval/sdcfr_nash_conv"] = average.nash_conv
+            metrics["eval/sdcfr_exploitability"] = average.exploitability
+        return metrics
+
+    def _with_players(self, strategy):
+        return lambda features, masks: strategy(self.players, features, masks)
 
 
 @dataclass
@@ -57,18 +84,22 @@ class NetworkMatch:
     score_per_color: float  # mean score of an opened expedition
 
 
-def play_network_match(
-    policy_fn: PolicyFn,
+def play_agent_match(
+    agent: Agent,
     bot_name: str,
     games: int,
     seed: int,
     batch_size: int,
     max_turns: int = spec.DEFAULT_MAX_TURNS,
+    play: str = "sampled",
 ) -> NetworkMatch:
-    """The network (sampling from ``policy_fn``) against ``bot_name``.
+    """``agent`` against ``bot_name``, its rows turned into actions by ``play`` (``sampled``
+    or ``greedy``, see agents.choose_actions).
 
-    Game i uses deal ``arena_deal_seed(seed, i)`` with the network in seat i % 2,
-    so every evaluation with the same seed plays the same deals.
+    Game i uses deal ``arena_deal_seed(seed, i)`` with the agent in seat i % 2, the bot's
+    stream and the agent's choice stream keyed by (seed, i): every agent evaluated with the
+    same seed plays the same deals, seats and bot seeds, so two agents' results pair up
+    game by game (arena.paired_gain).
     """
     scores_net, scores_bot, capped = [0] * games, [0] * games, 0
     opened, cards, color_scores = 0, 0, 0
@@ -84,7 +115,7 @@ def play_network_match(
             net_turn = []
             for i in sorted(live):
                 game = tables[i]
-                # Bots move until the network's seat is to act (or the game ends).
+                # Bots move until the agent's seat is to act (or the game ends).
                 while not game.is_terminal and game.current_player != i % 2:
                     game.apply(bots[i].act(game))
                 if game.is_terminal:
@@ -95,9 +126,12 @@ def play_network_match(
                 break
             features = np.stack([tables[i].encode(i % 2) for i in net_turn])
             masks = np.stack([tables[i].legal_mask() for i in net_turn])
-            probs = policy_fn(features, masks)  # one batched forward for all games in flight
-            for row, i in enumerate(net_turn):
-                tables[i].apply(choices[i].choice(probs[row] * masks[row]))
+            players = np.array([i % 2 for i in net_turn], dtype=np.int8)
+            # one batched call for all games in flight: (n, A)
+            probs = agent.probs(np.array(net_turn), players, features, masks)
+            actions = choose_actions(probs, masks, play, [choices[i] for i in net_turn])
+            for i, action in zip(net_turn, actions, strict=True):
+                tables[i].apply(action)
         for i in indices:
             game, seat = tables[i], i % 2
             scores_net[i], scores_bot[i] = game.scores()[seat], game.scores()[1 - seat]
@@ -108,30 +142,39 @@ def play_network_match(
                     opened += 1
                     cards += played
                     color_scores += score
-    result = MatchResult("network", bot_name, tuple(scores_net), tuple(scores_bot), capped)
+    result = MatchResult(agent.name, bot_name, tuple(scores_net), tuple(scores_bot), capped)
     return NetworkMatch(
         result, opened / games, cards / max(opened, 1), color_scores / max(opened, 1)
     )
 
 
 class LostCitiesEvaluator:
+    """Matches of the run's agent (``eval.agent``, played ``eval.play``) against every
+    configured bot; with ``eval.paired_baseline`` also sigma_1 played the same way on the
+    same games (computed once per run: it never changes), and the paired gain over it."""
+
     def __init__(self, cfg: EvalConfig, max_turns: int) -> None:
         for name in cfg.opponents:
             make_bot(name, 0)  # fail fast on an unknown bot name
+        if cfg.agent not in AGENT_KINDS[:3]:
+            raise ValueError(f"eval.agent must be one of {AGENT_KINDS[:3]}, got {cfg.agent!r}")
+        if cfg.play not in PLAY_MODES:
+            raise ValueError(f"eval.play must be one of {PLAY_MODES}, got {cfg.play!r}")
         self.cfg = cfg
         self.max_turns = max_turns
+        self.baseline: dict[str, MatchResult] = {}  # bot name -> sigma_1's match
 
-    def evaluate(
-        self, policy_fn: PolicyFn, current_fn: PlayerPolicyFn | None = None
-    ) -> dict[str, float]:
-        """Matches of the policy network against every configured bot. ``current_fn``
-        (the regret-matching policy) is accepted for a uniform evaluator interface but not
-        played: on Lost Cities only the average strategy is evaluated."""
+    def match(self, agent: Agent, bot: str) -> NetworkMatch:
+        cfg = self.cfg
+        return play_agent_match(
+            agent, bot, cfg.games, cfg.seed, cfg.batch_size, self.max_turns, cfg.play
+        )
+
+    def evaluate(self, trainer) -> dict[str, float]:
+        agent = trainer_agent(trainer, self.cfg.agent, self.cfg.seed)
         metrics: dict[str, float] = {}
         for name in self.cfg.opponents:
-            match = play_network_match(
-                policy_fn, name, self.cfg.games, self.cfg.seed, self.cfg.batch_size, self.max_turns
-            )
+            match = self.match(agent, name)
             low, high = match.result.win_rate_ci()
             metrics.update(
                 {
@@ -146,4 +189,22 @@ class LostCitiesEvaluator:
                     f"eval/{name}/capped": match.result.capped,
                 }
             )
+            if self.cfg.paired_baseline:
+                if name not in self.baseline:
+                    sigma1 = trainer_agent(trainer, "sigma1", self.cfg.seed)
+                    self.baseline[name] = self.match(sigma1, name).result
+                base = self.baseline[name]
+                gain = paired_gain(match.result, base)
+                metrics.update(
+                    {
+                        f"eval/{name}/sigma1_win_rate": base.win_rate(),
+                        f"eval/{name}/sigma1_score_diff": base.mean_diff(),
+                        f"eval/{name}/gain_win_rate": gain.win_rate,
+                        f"eval/{name}/gain_win_rate_low": gain.win_rate_ci[0],
+                        f"eval/{name}/gain_win_rate_high": gain.win_rate_ci[1],
+                        f"eval/{name}/gain_score_diff": gain.score_diff,
+                        f"eval/{name}/gain_score_diff_low": gain.score_diff_ci[0],
+                        f"eval/{name}/gain_score_diff_high": gain.score_diff_ci[1],
+                    }
+                )
         return metrics

@@ -14,6 +14,11 @@ Bots, from weakest up:
     eager         plays any playable card, never takes a discard
     cautious      extends open colors, opens one only with 20+ points in hand
     committer     always plays the card that skips the fewest reachable values
+    sigma1        the shipped initial strategy of Lost Cities training (the
+                  heuristic CFR starts from, lostcities/cfr/initial.py), sampled
+                  (it keeps 10% uniform exploration); sigma1_greedy plays its
+                  most probable action. A trained agent must beat what it
+                  started from: evaluations pair it with this bot.
 
 No ping-pong: the heuristic bots take a discard only when they will play it
 on their very next turn (it is a play their phase-0 rule would make, and
@@ -28,6 +33,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol, runtime_checkable
+
+import numpy as np
 
 from lostcities.games.lost_cities import LostCitiesGame
 from lostcities.games.lost_cities_spec import (
@@ -327,8 +334,32 @@ class CommitterBot:
         return pick_min(self.stream, takes, lambda a: order(tops[a]))
 
 
+class Sigma1Bot:
+    """sigma_1 (``lost_cities_heuristic``) on the acting seat's encoded information state,
+    sampled from the bot's stream, or its most probable action with ``greedy``."""
+
+    def __init__(self, stream: Stream, greedy: bool = False) -> None:
+        self.stream = stream
+        self.greedy = greedy
+        self.name = "sigma1_greedy" if greedy else "sigma1"
+
+    def act(self, game: LostCitiesGame) -> int:
+        from lostcities.cfr.initial import lost_cities_heuristic  # the C kernel, lazily
+
+        player = game.current_player
+        mask = game.legal_mask()
+        probs = lost_cities_heuristic(
+            np.array([player], np.int8), game.encode(player)[None, :], mask[None, :]
+        )[0]
+        if self.greedy:
+            return int(np.where(mask > 0, probs, -1.0).argmax())
+        return self.stream.choice(probs * mask)
+
+
 BOTS: dict[str, Callable[[Stream], Bot]] = {
-    bot.name: bot for bot in (RandomBot, DiscardOnlyBot, EagerBot, CautiousBot, CommitterBot)
+    **{bot.name: bot for bot in (RandomBot, DiscardOnlyBot, EagerBot, CautiousBot, CommitterBot)},
+    "sigma1": Sigma1Bot,
+    "sigma1_greedy": lambda stream: Sigma1Bot(stream, greedy=True),
 }
 BOT_NAMES: tuple[str, ...] = tuple(BOTS)
 

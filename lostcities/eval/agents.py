@@ -1,0 +1,206 @@
+"""What a trained Lost Cities run plays with: agents that map a batch of decisions to
+action probabilities, for evaluation matches, the arena and the terminal game.
+
+    >>> agents = agents_from_checkpoint("outputs/.../checkpoint_000005.pt")
+    >>> agents["sdcfr"].probs(games, players, features, masks)   # (n, A) float64
+
+Every agent answers ``probs(games, players, features, masks)``: ``games`` int (n,) the
+index of the game each row belongs to (an agent may keep per-game state: single Deep
+CFR picks one iteration per game), ``players`` int8 (n,), ``features`` float32 (n, d),
+``masks`` uint8 (n, A); it returns float64 (n, A) probabilities over the legal actions.
+How a row becomes an action (sampled or greedy) is the match's business
+(:func:`choose_actions`), so every agent can be played both ways.
+
+Kinds (from a checkpoint of T completed iterations):
+    policy   the policy network: Deep CFR's average strategy, distilled
+    current  sigma_{T+1}: regret matching on the advantage nets of iteration T (with the
+             warm-start seed), the strategy the next iteration would traverse with
+    sdcfr    single Deep CFR (Steinberger 2019): each game draws one iteration t in 1..T
+             with probability proportional to t (linear CFR) and plays RM on that
+             iteration's advantage nets for the whole game; the average strategy
+             without the policy network's distillation error
+    sigma1   the initial strategy CFR starts from (``traversal.initial_strategy``)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+import torch
+
+from lostcities.cfr.initial import make_initial_strategy
+from lostcities.cfr.networks import build_network
+from lostcities.cfr.policy import NetworkForward, iteration_strategies, masked_softmax
+from lostcities.config import NetworkConfig, TraversalConfig
+from lostcities.rng import stream_key
+
+AGENT_KINDS = ("policy", "current", "sdcfr", "sigma1")
+PLAY_MODES = ("sampled", "greedy")
+
+# Fourth word of the key of single Deep CFR's per-game iteration draw: apart from the
+# evaluation's deal, bot and choice streams of the same match seed.
+SDCFR_STREAM = 0x5DCF
+
+
+class Agent(Protocol):
+    name: str
+
+    def probs(
+        self, games: np.ndarray, players: np.ndarray, features: np.ndarray, masks: np.ndarray
+    ) -> np.ndarray: ...
+
+
+def choose_actions(probs: np.ndarray, masks: np.ndarray, play: str, streams: Sequence) -> list[int]:
+    """One action per row of probs (n, A): ``greedy`` the most probable legal action (the
+    lowest index on a tie), ``sampled`` a draw from ``streams[i]`` (a Stream per row)."""
+    legal = probs * masks
+    if play == "greedy":
+        return [int(a) for a in np.where(masks > 0, legal, -1.0).argmax(axis=1)]
+    if play == "sampled":
+        return [stream.choice(row) for stream, row in zip(streams, legal, strict=True)]
+    raise ValueError(f"play mode must be one of {PLAY_MODES}, got {play!r}")
+
+
+class PolicyAgent:
+    """A probability function of (features, masks) only, e.g. the trainer's policy net."""
+
+    def __init__(self, name: str, policy_fn) -> None:
+        self.name = name
+        self.policy_fn = policy_fn
+
+    def probs(self, games, players, features, masks) -> np.ndarray:
+        return self.policy_fn(features, masks)
+
+
+class StrategyAgent:
+    """A strategy of (players, features, masks): sigma_1, or an AdvantagePolicy's sigma."""
+
+    def __init__(self, name: str, strategy) -> None:
+        self.name = name
+        self.strategy = strategy
+
+    def probs(self, games, players, features, masks) -> np.ndarray:
+        return self.strategy(players, features, masks)
+
+
+class SingleDeepCFRAgent:
+    """Single Deep CFR: game g plays iteration t's strategy, t drawn once per game with
+    probability t / (1 + ... + T) from a stream keyed by (seed, g)."""
+
+    name = "sdcfr"
+
+    def __init__(self, strategies: Sequence, seed: int) -> None:
+        if not strategies:
+            raise ValueError("single Deep CFR needs at least one iteration's advantage nets")
+        self.strategies = list(strategies)  # strategies[t - 1]: (players, features, masks)
+        self.seed = seed
+        weights = np.arange(1, len(strategies) + 1, dtype=np.float64)
+        self.cumulative = np.cumsum(weights / weights.sum())
+
+    def iteration_of(self, game: int) -> int:
+        """0-based index of the iteration game ``game`` plays (fixed for the game)."""
+        key = stream_key(self.seed, int(game), 0, 0, SDCFR_STREAM)
+        u = np.random.Generator(np.random.PCG64(key)).random()
+        return min(int(np.searchsorted(self.cumulative, u, side="right")), len(self.strategies) - 1)
+
+    def probs(self, games, players, features, masks) -> np.ndarray:
+        out = np.zeros(masks.shape)
+        chosen = np.array([self.iteration_of(g) for g in games], dtype=np.int64)
+        for t in np.unique(chosen):  # one batched forward per iteration in use
+            rows = np.flatnonzero(chosen == t)
+            out[rows] = self.strategies[t](players[rows], features[rows], masks[rows])
+        return out
+
+
+def agents_from_checkpoint(
+    path: str | Path, kinds: Sequence[str] = AGENT_KINDS, seed: int = 0
+) -> dict[str, Agent]:
+    """The agents of a training checkpoint (see the module docstring for the kinds).
+    ``seed`` keys single Deep CFR's per-game iteration draws."""
+    from lostcities.checkpoint import load_checkpoint
+    from lostcities.config import TrainConfig
+    from lostcities.games import lost_cities_spec as spec
+
+    for kind in kinds:
+        if kind not in AGENT_KINDS:
+            raise ValueError(f"agent kind must be one of {AGENT_KINDS}, got {kind!r}")
+    state = load_checkpoint(path, required=("trainer", "config"))
+    if state.get("game") != "lost_cities":
+        raise ValueError(
+            f"{path}: a Lost Cities checkpoint is needed, got game {state.get('game')!r}"
+        )
+    cfg = _typed(TrainConfig, state["config"])
+    trainer = state["trainer"]
+    dim, actions = spec.ENCODING_SIZE, spec.NUM_ACTIONS
+    network = NetworkConfig(**trainer["network"])
+    invariant = cfg.determinism.batch_invariant_inference
+    agents: dict[str, Agent] = {}
+    if "policy" in kinds:
+        net = build_network(network, dim, actions, seed=0)
+        net.load_state_dict(trainer["policy_net"])
+        forward = NetworkForward(net.eval(), torch.device("cpu"), invariant)
+        agents["policy"] = PolicyAgent("policy", lambda f, m: masked_softmax(forward(f), m))
+    if "current" in kinds:
+        last = [[w] for w in trainer["advantage_nets"]]
+        dims = (dim, actions)
+        (current,) = iteration_strategies(
+            network, cfg.traversal, last, dims, invariant, first_iteration=trainer["iteration"]
+        )
+        agents["current"] = StrategyAgent("current", current)
+    if "sdcfr" in kinds:
+        per_iteration = trainer.get("iteration_advantage_nets", [[], []])
+        if not per_iteration[0]:
+            raise ValueError(
+                f"{path}: no per-iteration advantage nets in this checkpoint (written before "
+                "single Deep CFR was supported): sdcfr is unavailable"
+            )
+        agents["sdcfr"] = sdcfr_agent(network, cfg.traversal, per_iteration, invariant, seed)
+    if "sigma1" in kinds:
+        agents["sigma1"] = StrategyAgent(
+            "sigma1", make_initial_strategy(cfg.traversal.initial_strategy)
+        )
+    return agents
+
+
+def sdcfr_agent(
+    network: NetworkConfig,
+    traversal: TraversalConfig,
+    per_iteration: Sequence[Sequence[dict]],
+    batch_invariant: bool,
+    seed: int,
+) -> SingleDeepCFRAgent:
+    """Single Deep CFR over ``per_iteration[p][t - 1]`` (player p's advantage weights after
+    iteration t, as the trainer keeps them)."""
+    from lostcities.games import lost_cities_spec as spec
+
+    dims = (spec.ENCODING_SIZE, spec.NUM_ACTIONS)
+    strategies = iteration_strategies(network, traversal, per_iteration, dims, batch_invariant)
+    return SingleDeepCFRAgent(strategies, seed)
+
+
+def trainer_agent(trainer, kind: str, seed: int) -> Agent:
+    """The running trainer's agent of ``kind`` (module docstring), for in-run evaluation."""
+    if kind == "policy":
+        return PolicyAgent("policy", trainer.policy_probs)
+    if kind == "current":
+        return StrategyAgent("current", trainer.regret_matching_probs)
+    if kind == "sdcfr":
+        return sdcfr_agent(
+            trainer.network_cfg,
+            trainer.traversal_cfg,
+            trainer.iteration_advantage_nets,
+            trainer.batch_invariant,
+            seed,
+        )
+    if kind == "sigma1":
+        return StrategyAgent("sigma1", trainer.sigma.initial)
+    raise ValueError(f"eval.agent must be one of {AGENT_KINDS}, got {kind!r}")
+
+
+def _typed(schema, container: dict):
+    from omegaconf import OmegaConf
+
+    return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(schema), container))

@@ -1,0 +1,168 @@
+"""Evaluate trained Lost Cities runs against the bots, paired with sigma_1.
+
+    python -m lostcities.evaluate RUN0.pt RUN1.pt RUN2.pt --games 400 \\
+        --agents policy,current,sdcfr --play greedy,sampled --json report.json
+
+Each checkpoint is one training seed. For every agent kind (lostcities/eval/agents.py),
+play mode and bot, the agent plays ``--games`` games (deals, seats and bot seeds fixed by
+``--seed``), and so does sigma_1 (the run's initial strategy) played the same way on the
+same games; the paired gain is the mean per-game difference (agent minus sigma_1) of the
+win indicator (draw = 1/2) and of the score difference, with a 95% normal interval. The
+table gives, over the checkpoints, the mean and min..max of the win rate, score
+difference and gains, and the interval of the gain over all pairs of all checkpoints.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Sequence
+from statistics import fmean
+
+import torch
+
+from lostcities.eval.agents import AGENT_KINDS, PLAY_MODES, agents_from_checkpoint
+from lostcities.eval.arena import paired_gain, pooled_paired_gain
+from lostcities.eval.evaluate import play_agent_match
+from lostcities.eval.opponents import BOT_NAMES
+
+DEFAULT_BOTS = "random,discard_only,eager,cautious,committer,sigma1_greedy"
+
+
+def _names(text: str, allowed: Sequence[str], flag: str) -> list[str]:
+    names = [n for n in text.split(",") if n]
+    bad = [n for n in names if n not in allowed]
+    if bad or not names:
+        raise SystemExit(f"error: {flag} takes names from {', '.join(allowed)}; got {text!r}")
+    return names
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m lostcities.evaluate", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument("checkpoints", nargs="+", metavar="CHECKPOINT", help="one per seed")
+    parser.add_argument("--agents", default="policy,current,sdcfr", help="agent kinds")
+    parser.add_argument("--play", default="greedy,sampled", help="play modes")
+    parser.add_argument("--bots", default=DEFAULT_BOTS, help="bots to play")
+    parser.add_argument("--games", type=int, default=400, help="games per bot (default 400)")
+    parser.add_argument("--seed", type=int, default=12345, help="match seed (default 12345)")
+    parser.add_argument("--batch-size", type=int, default=400, help="games stepped together")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
+    parser.add_argument("--json", metavar="FILE", help="also write every number here")
+    args = parser.parse_args(argv)
+    if args.games <= 0 or args.games % 2:
+        parser.error(f"--games must be a positive even number (seats alternate), got {args.games}")
+    args.agents = _names(args.agents, [k for k in AGENT_KINDS if k != "sigma1"], "--agents")
+    args.play = _names(args.play, PLAY_MODES, "--play")
+    args.bots = _names(args.bots, BOT_NAMES, "--bots")
+    return args
+
+
+def evaluate_checkpoint(path: str, args: argparse.Namespace) -> dict:
+    """{(agent, play, bot): (agent's MatchResult, sigma_1's MatchResult)} of one checkpoint."""
+    agents = agents_from_checkpoint(path, [*args.agents, "sigma1"], seed=args.seed)
+    out = {}
+    for play in args.play:
+        for bot in args.bots:
+            base = play_agent_match(
+                agents["sigma1"], bot, args.games, args.seed, args.batch_size, play=play
+            ).result
+            for kind in args.agents:
+                match = play_agent_match(
+                    agents[kind], bot, args.games, args.seed, args.batch_size, play=play
+                ).result
+                out[(kind, play, bot)] = (match, base)
+    return out
+
+
+def _spread(values: list[float], fmt: str) -> str:
+    if len(values) == 1:
+        return format(values[0], fmt)
+    return f"{format(fmean(values), fmt)} ({format(min(values), fmt)}..{format(max(values), fmt)})"
+
+
+def report(results: list[dict], args: argparse.Namespace) -> tuple[str, list[dict]]:
+    """Markdown table and JSON rows over the checkpoints."""
+    lines = [
+        f"{len(results)} checkpoint(s), {args.games} games per bot, match seed {args.seed}; "
+        "mean (min..max over checkpoints); gain = agent minus sigma_1 on the same games, "
+        "95% interval over all pairs",
+        "",
+        "| agent | play | bot | win rate | score diff | sigma1 win rate | gain win rate "
+        "[95%] | gain score [95%] |",
+        "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    rows = []
+    for kind in args.agents:
+        for play in args.play:
+            for bot in args.bots:
+                pairs = [r[(kind, play, bot)] for r in results]
+                win = [a.win_rate() for a, _ in pairs]
+                diff = [a.mean_diff() for a, _ in pairs]
+                base = [b.win_rate() for _, b in pairs]
+                per_seed = [paired_gain(a, b) for a, b in pairs]
+                pooled = pooled_paired_gain(pairs)
+                lo, hi = pooled.win_rate_ci
+                slo, shi = pooled.score_diff_ci
+                lines.append(
+                    f"| {kind} | {play} | {bot} | {_spread(win, '.3f')} | "
+                    f"{_spread(diff, '+.1f')} | {_spread(base, '.3f')} | "
+                    f"{pooled.win_rate:+.3f} [{lo:+.3f}, {hi:+.3f}] | "
+                    f"{pooled.score_diff:+.1f} [{slo:+.1f}, {shi:+.1f}] |"
+                )
+                rows.append(
+                    {
+                        "agent": kind,
+                        "play": play,
+                        "bot": bot,
+                        "win_rate": win,
+                        "score_diff": diff,
+                        "sigma1_win_rate": base,
+                        "sigma1_score_diff": [b.mean_diff() for _, b in pairs],
+                        "gain_win_rate": [g.win_rate for g in per_seed],
+                        "gain_win_rate_ci": [g.win_rate_ci for g in per_seed],
+                        "gain_score_diff": [g.score_diff for g in per_seed],
+                        "gain_score_diff_ci": [g.score_diff_ci for g in per_seed],
+                        "pooled_gain_win_rate": pooled.win_rate,
+                        "pooled_gain_win_rate_ci": pooled.win_rate_ci,
+                        "pooled_gain_score_diff": pooled.score_diff,
+                        "pooled_gain_score_diff_ci": pooled.score_diff_ci,
+                    }
+                )
+    return "\n".join(lines), rows
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    torch.set_num_threads(args.threads)
+    start = time.perf_counter()
+    results = []
+    for path in args.checkpoints:
+        try:
+            results.append(evaluate_checkpoint(path, args))
+        except (OSError, ValueError) as e:  # CheckpointError is a ValueError
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        print(f"{path}: done ({time.perf_counter() - start:.0f} s)", file=sys.stderr)
+    table, rows = report(results, args)
+    print(table)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(
+                {
+                    "checkpoints": args.checkpoints,
+                    "games": args.games,
+                    "seed": args.seed,
+                    "rows": rows,
+                },
+                f,
+                indent=1,
+            )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,181 @@
+"""Agents of a trained run, paired evaluation against sigma_1, and the evaluate command."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from conftest import LOST_CITIES_TINY, train_run
+
+from lostcities import evaluate as evaluate_cli
+from lostcities.cfr.initial import lost_cities_heuristic
+from lostcities.checkpoint import load_checkpoint, save_checkpoint
+from lostcities.eval.agents import (
+    SingleDeepCFRAgent,
+    StrategyAgent,
+    agents_from_checkpoint,
+    choose_actions,
+)
+from lostcities.eval.arena import MatchResult, paired_gain, pooled_paired_gain
+from lostcities.eval.evaluate import play_agent_match
+from lostcities.eval.opponents import make_bot
+from lostcities.games.lost_cities import LostCitiesGame
+from lostcities.rng import Stream
+
+
+def result(diffs: list[int]) -> MatchResult:
+    return MatchResult("a", "b", tuple(diffs), tuple(0 for _ in diffs), 0)
+
+
+def test_paired_gain_counts_wins_draws_and_scores_game_by_game():
+    agent, base = result([10, 0, -5, 3]), result([5, -2, -5, -1])
+    gain = paired_gain(agent, base)
+    # win points: agent 1, .5, 0, 1 ; base 1, 0, 0, 0 -> differences 0, .5, 0, 1
+    assert gain.win_rate == pytest.approx(0.375)
+    assert gain.score_diff == pytest.approx((5 + 2 + 0 + 4) / 4)
+    assert gain.win_rate_ci[0] < gain.win_rate < gain.win_rate_ci[1]
+    same = paired_gain(agent, agent)
+    assert same.win_rate == 0 and same.win_rate_ci == (0.0, 0.0)
+    pooled = pooled_paired_gain([(agent, base), (agent, agent)])
+    assert pooled.games == 8 and pooled.win_rate == pytest.approx(0.375 / 2)
+    with pytest.raises(ValueError, match="same games"):
+        paired_gain(agent, result([1, 2]))
+
+
+def test_choose_actions_greedy_takes_the_most_probable_legal_action():
+    probs = np.array([[0.1, 0.6, 0.3], [0.5, 0.25, 0.25], [0.9, 0.05, 0.05]])
+    masks = np.array([[1, 1, 1], [0, 1, 1], [0, 1, 1]], dtype=np.uint8)
+    # row 1: a tie among legal actions goes to the lowest index; row 2: mass on an
+    # illegal action is never chosen
+    assert choose_actions(probs, masks, "greedy", []) == [1, 1, 1]
+    streams = [Stream(i) for i in range(3)]
+    sampled = choose_actions(probs, masks, "sampled", streams)
+    assert all(masks[i, a] for i, a in enumerate(sampled))
+    with pytest.raises(ValueError, match="play mode"):
+        choose_actions(probs, masks, "argmax", streams)
+
+
+def one_hot_strategy(action: int):
+    def strategy(players, features, masks):
+        out = np.zeros(masks.shape)
+        out[:, action] = 1.0
+        return out
+
+    return strategy
+
+
+def test_single_deep_cfr_plays_one_iteration_per_game_with_linear_weights():
+    agent = SingleDeepCFRAgent([one_hot_strategy(t) for t in range(4)], seed=7)
+    games = np.arange(4000)
+    picks = np.array([agent.iteration_of(g) for g in games])
+    assert np.array_equal(picks, [agent.iteration_of(g) for g in games])  # fixed per game
+    share = np.bincount(picks, minlength=4) / len(picks)
+    np.testing.assert_allclose(share, np.arange(1, 5) / 10, atol=0.025)
+    # each row is answered by its own game's iteration
+    masks = np.ones((len(games), 6), dtype=np.uint8)
+    probs = agent.probs(games, np.zeros(len(games), np.int8), np.zeros((len(games), 3)), masks)
+    assert np.array_equal(probs.argmax(axis=1), picks)
+    with pytest.raises(ValueError, match="at least one"):
+        SingleDeepCFRAgent([], seed=0)
+
+
+def test_sigma1_bots_play_the_initial_strategy():
+    game = LostCitiesGame.from_seed(3)
+    greedy, sampled = make_bot("sigma1_greedy", 0), make_bot("sigma1", 0)
+    for _ in range(60):
+        player = game.current_player
+        probs = lost_cities_heuristic(
+            np.array([player], np.int8), game.encode(player)[None], game.legal_mask()[None]
+        )[0]
+        assert greedy.act(game) == int(probs.argmax())
+        assert game.legal_mask()[sampled.act(game)]
+        game.apply(greedy.act(game))
+
+
+def test_agent_matches_pair_up_on_deals_seats_and_bot_seeds():
+    sigma1 = StrategyAgent("sigma1", lost_cities_heuristic)
+    a = play_agent_match(sigma1, "cautious", games=16, seed=5, batch_size=16, play="greedy")
+    b = play_agent_match(sigma1, "cautious", games=16, seed=5, batch_size=5, play="greedy")
+    assert a.result == b.result  # batching is not part of the pairing
+    gain = paired_gain(a.result, b.result)
+    assert gain.win_rate == 0 and gain.score_diff == 0
+
+
+def test_checkpoint_agents(lost_cities_checkpoint):
+    agents = agents_from_checkpoint(lost_cities_checkpoint, seed=1)
+    assert set(agents) == {"policy", "current", "sdcfr", "sigma1"}
+    assert len(agents["sdcfr"].strategies) == 2  # one per iteration of the run
+    game = LostCitiesGame.from_seed(1)
+    features, masks = game.encode(0)[None], game.legal_mask()[None]
+    for agent in agents.values():
+        probs = agent.probs(np.array([0]), np.zeros(1, np.int8), features, masks)
+        assert probs.shape == masks.shape
+        assert probs.sum() == pytest.approx(1.0) and np.all(probs[masks == 0] == 0)
+
+
+def test_checkpoint_agents_reject_a_checkpoint_without_iteration_nets(
+    lost_cities_checkpoint, tmp_path
+):
+    state = load_checkpoint(lost_cities_checkpoint)
+    del state["trainer"]["iteration_advantage_nets"]
+    old = tmp_path / "old.pt"
+    save_checkpoint(old, state)
+    assert set(agents_from_checkpoint(old, ["policy", "current"])) == {"policy", "current"}
+    with pytest.raises(ValueError, match="sdcfr is unavailable"):
+        agents_from_checkpoint(old, ["sdcfr"])
+
+
+def test_in_run_evaluation_logs_the_paired_gain_over_sigma1(tmp_path):
+    """A warm start so large that sigma's argmax is sigma_1's: greedy play of the current
+    strategy is then sigma_1 itself, so the paired gain must be exactly zero."""
+    overrides = [
+        *LOST_CITIES_TINY,
+        "run.iterations=1",
+        "traversal.warm_start=1e9",
+        "eval.agent=current",
+        "eval.play=greedy",
+    ]
+    final = train_run(overrides, tmp_path)[-1]
+    assert final["eval/cautious/gain_win_rate"] == 0
+    assert final["eval/cautious/gain_score_diff"] == 0
+    assert final["eval/cautious/win_rate0"] == final["eval/cautious/sigma1_win_rate"]
+
+
+def test_leduc_single_deep_cfr_exploitability_is_logged(tmp_path):
+    """After one iteration single Deep CFR's mixture is sigma_2 alone: the current strategy."""
+    overrides = [
+        "game=leduc",
+        "run.iterations=1",
+        "eval.every=1",
+        "traversal.traversals_per_player=50",
+        "optim.advantage_steps=20",
+        "optim.strategy_steps=20",
+        "run.progress=false",
+        "tracking.enabled=false",
+    ]
+    final = train_run(overrides, tmp_path)[-1]
+    assert final["eval/sdcfr_exploitability"] == pytest.approx(
+        final["eval/current_exploitability"], abs=1e-9
+    )
+
+
+def test_evaluate_command_reports_every_row(lost_cities_checkpoint, tmp_path, capsys):
+    out = tmp_path / "report.json"
+    path = str(lost_cities_checkpoint)
+    argv = [path, path, "--games", "8", "--bots", "cautious", "--json", str(out)]
+    assert evaluate_cli.main(argv) == 0
+    table = capsys.readouterr().out
+    assert "2 checkpoint(s), 8 games per bot" in table
+    rows = json.loads(out.read_text())["rows"]
+    assert {(r["agent"], r["play"]) for r in rows} == {
+        (a, p) for a in ("policy", "current", "sdcfr") for p in ("greedy", "sampled")
+    }
+    assert all(len(r["win_rate"]) == 2 for r in rows)
+
+
+def test_evaluate_command_rejects_bad_input(lost_cities_checkpoint, tmp_path, capsys):
+    with pytest.raises(SystemExit, match="--agents takes names from"):
+        evaluate_cli.main([str(lost_cities_checkpoint), "--agents", "policy,clever"])
+    assert evaluate_cli.main([str(tmp_path / "missing.pt")]) == 2
+    assert "missing.pt" in capsys.readouterr().err
