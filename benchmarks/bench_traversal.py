@@ -1,12 +1,19 @@
-"""Traversal benchmark: Lost Cities rollout-scheme traversals with the 512x3 network.
+"""Traversal benchmark: Lost Cities traversals at the shipped training settings.
 
-    python benchmarks/bench_traversal.py [--traversals 6] [--hidden 512] [--layers 3]
-                                         [--warm-start 1.0]
+    python benchmarks/bench_traversal.py [--traversals 6] [--threads 1] [--hidden H]
+        [--layers L] [--branch-prob P] [--rollouts R] [--warm-start C]
+        [--sampling-policy NAME] [--initial-strategy NAME] [OVERRIDE ...]
+
+Every default comes from composing the shipped Hydra config (``train``: game lost_cities,
+its compact 256x2 network, rollout scheme, branch_prob, rollouts, warm start, heuristic
+sampling policy and sigma_1, turn cap, utility scale), so the benchmark measures what
+training runs and cannot drift from it. OVERRIDEs are Hydra overrides applied to that
+config (e.g. ``network=default traversal.branch_prob=0.05``); the flags apply on top.
 
 Reports nodes/s and splits traversal time into
 - network forward: time inside the torch forward calls of the policy;
 - policy glue: the rest of the policy callback (numpy, regret matching, call overhead,
-  and with ``--warm-start`` the heuristic seed evaluated on every queried row);
+  and with a warm start the heuristic seed evaluated on every queried row);
 - game logic: the kernel's game-operation counts (legal masks, encodes,
   copy+apply, reshuffles) times each operation's cost measured in C by
   ``lostcities.games._state.op_costs``;
@@ -17,18 +24,63 @@ All measured in one process, side by side; shares are what to compare.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 import time
 
 import torch
+from hydra import compose, initialize_config_module
+from omegaconf import OmegaConf
 
-from lostcities.cfr.initial import lost_cities_heuristic
 from lostcities.cfr.networks import build_network
 from lostcities.cfr.policy import AdvantagePolicy
 from lostcities.cfr.traversal import make_traverser
-from lostcities.config import NetworkConfig, TraversalConfig
+from lostcities.config import TrainConfig, register_configs
+from lostcities.games import make_game
 from lostcities.games._state import op_costs
-from lostcities.games.lost_cities import LostCitiesGame
+
+# flag -> (config section, field): the settings most often varied by hand
+FLAGS = {
+    "hidden": ("network", "hidden"),
+    "layers": ("network", "layers"),
+    "branch_prob": ("traversal", "branch_prob"),
+    "rollouts": ("traversal", "rollouts"),
+    "warm_start": ("traversal", "warm_start"),
+    "sampling_policy": ("traversal", "sampling_policy"),
+    "initial_strategy": ("traversal", "initial_strategy"),
+}
+
+
+def shipped_config(overrides: list[str]) -> TrainConfig:
+    """The typed training config exactly as ``python -m lostcities.train OVERRIDES`` sees it."""
+    register_configs()
+    with initialize_config_module(config_module="lostcities.conf", version_base="1.3"):
+        return OmegaConf.to_object(compose("train", overrides=overrides))
+
+
+def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, TrainConfig]:
+    """The flags, and the shipped config with the overrides, then the flags, applied."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("overrides", nargs="*", metavar="OVERRIDE", help="Hydra overrides")
+    parser.add_argument("--traversals", type=int, default=6)
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (workers use 1)")
+    parser.add_argument("--hidden", type=int, help="network width (default: shipped)")
+    parser.add_argument("--layers", type=int, help="network depth (default: shipped)")
+    parser.add_argument("--branch-prob", type=float, help="default: shipped")
+    parser.add_argument("--rollouts", type=int, help="playouts per action (default: shipped)")
+    parser.add_argument("--warm-start", type=float, help="heuristic regret seed c (shipped)")
+    parser.add_argument("--sampling-policy", help="trajectory policy (default: shipped)")
+    parser.add_argument("--initial-strategy", help="sigma_1 and the seed (default: shipped)")
+    args = parser.parse_args(argv)
+    cfg = shipped_config(args.overrides)
+    if cfg.game.name != "lost_cities":
+        parser.error(f"this benchmark times Lost Cities traversals, got game {cfg.game.name!r}")
+    for flag, (section, field) in FLAGS.items():
+        value = getattr(args, flag)
+        if value is not None:
+            changed = dataclasses.replace(getattr(cfg, section), **{field: value})
+            cfg = dataclasses.replace(cfg, **{section: changed})
+    return args, cfg
 
 
 class TimedNet(torch.nn.Module):
@@ -58,36 +110,23 @@ class TimedPolicy:
 
 
 def main(argv: list[str] | None = None) -> dict[str, float]:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--traversals", type=int, default=6)
-    parser.add_argument("--hidden", type=int, default=512)
-    parser.add_argument("--layers", type=int, default=3)
-    parser.add_argument("--branch-prob", type=float, default=0.05)
-    parser.add_argument("--threads", type=int, default=1, help="torch threads (workers use 1)")
-    parser.add_argument(
-        "--warm-start", type=float, default=0.0, help="seed regrets with the heuristic (c)"
-    )
-    args = parser.parse_args(argv)
+    args, cfg = parse_args(argv)
     torch.set_num_threads(args.threads)
-
-    prototype = LostCitiesGame.from_seed(0).kernel
+    spec = make_game(cfg.game)
+    prototype = spec.prototype
     nets = [
-        TimedNet(
-            build_network(
-                NetworkConfig(hidden=args.hidden, layers=args.layers),
-                prototype.encoding_size,
-                prototype.num_actions,
-                seed=p,
-            ).eval()
-        )
+        TimedNet(build_network(cfg.network, spec.encoding_size, spec.num_actions, seed=p).eval())
         for p in (0, 1)
     ]
-    sigma = AdvantagePolicy(initial=lost_cities_heuristic, warm_start=args.warm_start)
+    invariant = cfg.determinism.batch_invariant_inference
+    sigma = AdvantagePolicy.from_config(cfg.traversal, batch_invariant=invariant)
     for player, net in enumerate(nets):
         sigma.set_network(player, net)
     policy = TimedPolicy(sigma)
-    cfg = TraversalConfig(scheme="rollout", branch_prob=args.branch_prob, rollouts=1)
-    traverser = make_traverser(prototype, policy, cfg, seed=1, utility_scale=0.01)
+    win_loss = cfg.game.utility == "win_loss"
+    traverser = make_traverser(
+        prototype, policy, cfg.traversal, 1, cfg.game.utility_scale, win_loss
+    )
 
     start = time.perf_counter()
     nodes = samples = 0
@@ -113,10 +152,13 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
         "game logic": game,
         "kernel's own work": own,
     }
+    network, tr = cfg.network, cfg.traversal
     print(
-        f"Lost Cities rollout traversals, {args.hidden}x{args.layers} MLP, "
-        f"branch_prob {args.branch_prob}, torch threads {args.threads}, "
-        f"warm start {args.warm_start}"
+        f"Lost Cities {tr.scheme} traversals, {network.name} {network.kind} "
+        f"{network.hidden}x{network.layers}, "
+        f"branch_prob {tr.branch_prob}, rollouts {tr.rollouts}, sampling {tr.sampling_policy}, "
+        f"sigma_1 {tr.initial_strategy}, warm start {tr.warm_start}, "
+        f"torch threads {args.threads}"
     )
     print(
         f"  {args.traversals} traversals, {nodes} nodes, {samples} advantage samples "

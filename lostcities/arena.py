@@ -1,33 +1,123 @@
-"""Play two baseline bots against each other and print a summary.
+"""Match two Lost Cities players, baseline bots or trained agents, and print a summary.
 
 python -m lostcities.arena cautious random --games 400 --seed 0
+python -m lostcities.arena outputs/DAY/TIME_lost_cities/agent.pt cautious --agent sdcfr
+
+A player is a bot name or the path of a run's agent file (or a training checkpoint);
+a file plays its ``--agent`` kind (default: single Deep CFR when the file has the
+per-iteration nets, else the current strategy), moves chosen ``--play`` greedy or sampled.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from collections.abc import Sequence
+from pathlib import Path
 
+import numpy as np
+
+from lostcities.eval.agents import PLAY_MODES, Agent, agents_from_checkpoint, choose_actions
 from lostcities.eval.arena import MatchResult, play_match
-from lostcities.eval.opponents import BOT_NAMES, make_bot
+from lostcities.eval.opponents import BOT_NAMES, Bot, make_bot
+from lostcities.games.lost_cities import LostCitiesGame
 from lostcities.games.lost_cities_spec import DEFAULT_MAX_TURNS
-from lostcities.rng import stream_key
+from lostcities.rng import Stream, stream_key
+
+AGENT_CHOICES = ("sdcfr", "current", "policy")
+# Fourth word of an agent player's choice-stream key: apart from bot and deal streams.
+AGENT_STREAM = 0xA6E
+
+
+def load_agent(path: str | Path, kind: str | None, seed: int) -> Agent:
+    """The agent of ``kind`` in an agent file or checkpoint; ``None`` picks the best the file
+    holds: single Deep CFR (the average strategy, no distillation error) when it has the
+    per-iteration nets, else the current strategy. Raises ValueError (a one-line message
+    naming the file) or OSError."""
+    if kind is not None:
+        return agents_from_checkpoint(path, [kind], seed)[kind]
+    try:
+        return agents_from_checkpoint(path, ["sdcfr"], seed)["sdcfr"]
+    except ValueError:
+        # No per-iteration nets (an older file), or no usable file at all: the second load
+        # either succeeds or raises the error that applies to every kind.
+        return agents_from_checkpoint(path, ["current"], seed)["current"]
+
+
+class AgentBot:
+    """A trained agent seated through the bot interface of ``eval.arena.play_match``.
+
+    play_match deals every game into a new game object, so a new object means a new game:
+    its index keys the agent's per-game state (single Deep CFR's iteration draw) and the
+    choice stream of that game, which keeps a match reproducible from its seed."""
+
+    def __init__(self, agent: Agent, name: str, play: str, seed: int, slot: int) -> None:
+        self.agent = agent
+        self.name = name
+        self.play = play
+        self.seed = seed
+        self.slot = slot  # 1 for player A, 2 for B: an agent matched with itself does not mirror
+        self.game: LostCitiesGame | None = None
+        self.index = -1
+        self.stream = Stream(0)
+
+    def act(self, game: LostCitiesGame) -> int:
+        if game is not self.game:
+            self.game = game
+            self.index += 1
+            self.stream = Stream(stream_key(self.seed, self.index, self.slot, 0, AGENT_STREAM))
+        seat = game.current_player
+        masks = game.legal_mask()[None]
+        probs = self.agent.probs(
+            np.array([self.index]), np.array([seat], dtype=np.int8), game.encode(seat)[None], masks
+        )
+        return choose_actions(probs, masks, self.play, [self.stream])[0]
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="python -m lostcities.arena", description="Match two Lost Cities bots."
+        prog="python -m lostcities.arena", description="Match two Lost Cities players."
     )
-    parser.add_argument("bot_a", metavar="BOT_A", choices=BOT_NAMES, help="one of %(choices)s")
-    parser.add_argument("bot_b", metavar="BOT_B", choices=BOT_NAMES, help="one of %(choices)s")
+    player = f"a bot ({', '.join(BOT_NAMES)}) or an agent file / checkpoint"
+    parser.add_argument("player_a", metavar="A", help=player)
+    parser.add_argument("player_b", metavar="B", help=player)
     parser.add_argument("--games", type=int, default=200, help="games to play (default 200)")
     parser.add_argument("--seed", type=int, default=0, help="match seed (default 0)")
     parser.add_argument("--max-turns", type=int, default=DEFAULT_MAX_TURNS, help="turn cap")
+    parser.add_argument(
+        "--agent", choices=AGENT_CHOICES, help="kind a file plays (default: sdcfr if it has it)"
+    )
+    parser.add_argument(
+        "--play",
+        choices=PLAY_MODES,
+        default="sampled",
+        help="how an agent picks (default sampled: single Deep CFR was measured strongest so)",
+    )
     args = parser.parse_args(argv)
     if args.games <= 0:
         parser.error(f"--games must be positive, got {args.games}")
     return args
+
+
+def _fail(message: str) -> int:
+    print(f"error: {message}", file=sys.stderr)
+    return 2
+
+
+def make_player(name: str, args: argparse.Namespace, slot: int) -> Bot:
+    """Player ``slot`` (1: A, 2: B) of the match: a bot by name, else an agent file.
+    Distinct streams per slot, so a player matched against itself does not mirror its twin."""
+    if name in BOT_NAMES:
+        return make_bot(name, stream_key(args.seed, slot))
+    if not Path(name).is_file():
+        raise ValueError(
+            f"invalid choice {name!r}: neither a bot ({', '.join(BOT_NAMES)}) "
+            "nor an existing agent file or checkpoint"
+        )
+    seed = stream_key(args.seed, slot)
+    agent = load_agent(name, args.agent, seed)
+    return AgentBot(agent, f"{name} [{agent.name}, {args.play}]", args.play, seed, slot)
 
 
 def format_result(result: MatchResult, seconds: float) -> str:
@@ -50,11 +140,15 @@ def format_result(result: MatchResult, seconds: float) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    # Distinct bot streams, so a bot matched against itself does not mirror its twin.
-    bot_a = make_bot(args.bot_a, stream_key(args.seed, 1))
-    bot_b = make_bot(args.bot_b, stream_key(args.seed, 2))
+    names = (args.player_a, args.player_b)
+    if args.agent is not None and all(n in BOT_NAMES for n in names):
+        return _fail("--agent applies to an agent file, and both players are bots")
+    try:
+        player_a, player_b = (make_player(n, args, slot) for slot, n in enumerate(names, 1))
+    except (OSError, ValueError) as e:  # CheckpointError is a ValueError
+        return _fail(str(e))
     start = time.perf_counter()
-    result = play_match(bot_a, bot_b, args.games, args.seed, args.max_turns)
+    result = play_match(player_a, player_b, args.games, args.seed, args.max_turns)
     print(format_result(result, time.perf_counter() - start))
     return 0
 

@@ -58,15 +58,39 @@ def latest_checkpoint(directory: str | os.PathLike[str]) -> Path | None:
     interrupted save and unrelated files are ignored). Ordering by the
     iteration in the name, not by mtime, keeps it right after files are copied.
     """
+    found = _checkpoints(directory)
+    return found[-1] if found else None
+
+
+def prune_checkpoints(directory: str | os.PathLike[str], keep: int) -> list[Path]:
+    """Delete all but the ``keep`` highest-iteration checkpoints in ``directory``; return
+    the deleted paths, oldest first.
+
+    Same rules as :func:`latest_checkpoint`: only ``ckpt_<iteration>.pt`` names count,
+    ordered by the iteration in the name (not mtime); other files are left alone.
+    ``keep=0`` keeps all (deletes nothing). A missing directory deletes nothing.
+    Raises ``ValueError`` for a negative ``keep``.
+    """
+    if keep < 0:
+        raise ValueError(f"{directory}: checkpoint.keep must be >= 0 (0 keeps all), got {keep}")
+    found = _checkpoints(directory)
+    doomed = found[:-keep] if keep else []
+    for path in doomed:
+        path.unlink(missing_ok=True)  # gone already (a concurrent prune): nothing to do
+    return doomed
+
+
+def _checkpoints(directory: str | os.PathLike[str]) -> list[Path]:
+    """The files named by :func:`checkpoint_path` in ``directory``, lowest iteration first."""
     directory = Path(directory)
     if not directory.is_dir():
-        return None
+        return []
     found = [
         (int(m.group(1)), p)
         for p in directory.iterdir()
         if (m := _NAME_RE.match(p.name)) and p.is_file()
     ]
-    return max(found)[1] if found else None
+    return [p for _, p in sorted(found)]
 
 
 def save_checkpoint(path: str | os.PathLike[str], payload: Mapping[str, object]) -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import sys
 import time
 from collections.abc import Sequence
@@ -50,9 +51,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--games", type=int, default=400, help="games per bot (default 400)")
     parser.add_argument("--seed", type=int, default=12345, help="match seed (default 12345)")
     parser.add_argument("--batch-size", type=int, default=400, help="games stepped together")
-    parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads per process")
+    parser.add_argument(
+        "--jobs", type=int, default=1, help="checkpoints evaluated in parallel processes"
+    )
     parser.add_argument("--json", metavar="FILE", help="also write every number here")
     args = parser.parse_args(argv)
+    if args.jobs < 1 or args.threads < 1:
+        parser.error(f"--jobs and --threads must be >= 1, got {args.jobs} and {args.threads}")
     if args.games <= 0 or args.games % 2:
         parser.error(f"--games must be a positive even number (seats alternate), got {args.games}")
     args.agents = _names(args.agents, [k for k in AGENT_KINDS if k != "sigma1"], "--agents")
@@ -76,6 +82,11 @@ def evaluate_checkpoint(path: str, args: argparse.Namespace) -> dict:
                 ).result
                 out[(kind, play, bot)] = (match, base)
     return out
+
+
+def _evaluate_in_worker(path: str, args: argparse.Namespace) -> dict:
+    torch.set_num_threads(args.threads)
+    return evaluate_checkpoint(path, args)
 
 
 def _spread(values: list[float], fmt: str) -> str:
@@ -139,14 +150,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     torch.set_num_threads(args.threads)
     start = time.perf_counter()
-    results = []
-    for path in args.checkpoints:
-        try:
-            results.append(evaluate_checkpoint(path, args))
-        except (OSError, ValueError) as e:  # CheckpointError is a ValueError
-            print(f"error: {e}", file=sys.stderr)
-            return 2
-        print(f"{path}: done ({time.perf_counter() - start:.0f} s)", file=sys.stderr)
+    try:
+        if args.jobs > 1:  # one process per checkpoint: the matches are independent
+            context = multiprocessing.get_context("spawn")
+            with context.Pool(min(args.jobs, len(args.checkpoints))) as pool:
+                results = pool.starmap(
+                    _evaluate_in_worker, [(path, args) for path in args.checkpoints]
+                )
+        else:
+            results = [evaluate_checkpoint(path, args) for path in args.checkpoints]
+    except (OSError, ValueError) as e:  # CheckpointError is a ValueError
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(f"evaluated in {time.perf_counter() - start:.0f} s", file=sys.stderr)
     table, rows = report(results, args)
     print(table)
     if args.json:

@@ -1,27 +1,35 @@
-"""A one-line live progress display for the training loop.
+"""Live progress of a training run: a bar for the running phase, a line per iteration.
 
-``it 12/30 | trav 3.1s train 1.2s | 45.2k nodes/s | loss 0.134 | expl 0.212``
+``it 12/30 | trav 3.1s train 1.2s | 45.2k nodes/s | loss 0.134 | expl 0.212 | eta 4m10s``
 
-On a terminal the line is rewritten in place; otherwise (a log file, a pipe, CI)
-every update is printed as its own plain line, so logs stay readable. This is
-display only: numbers that matter go to the tracker as metrics.
+Phases within an iteration (``traversal p0``, ``advantage p0``, ``policy``, ``eval``) are
+reported through :meth:`ProgressLine.phase`, the trainer's ``progress`` callback. On a
+terminal the running phase is a tqdm bar (done/total, rate, ETA) that vanishes when the
+phase ends, and the summary lines are written above it. Otherwise (a log file, a pipe,
+CI) there are no bars: a long phase prints a plain line at most every ``interval``
+seconds, so logs stay short. This is display only: numbers that matter go to the
+tracker as metrics.
 """
 
 from __future__ import annotations
 
 import math
-import shutil
+import os
 import sys
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from typing import TextIO
 
-_CLEAR_LINE = "\r\x1b[K"  # carriage return + erase to end of line (ANSI)
+from tqdm import tqdm
+
+PHASE_LINE_INTERVAL_S = 30.0  # off a terminal: at most one line per phase this often
+_UNITS = {"traversal": "trav", "eval": "eval"}  # tqdm rate units; training phases: "step"
 
 
 class ProgressLine:
-    """Renders ``update(iteration, fields)`` as one compact line.
+    """Shows phases as they run and ``update(iteration, fields)`` as one summary line.
 
-    How a field is shown depends on its key:
+    How a summary field is shown depends on its key:
 
     - ``"trav_s": 3.1`` (key ends in ``_s``): a duration, ``trav 3.1s``;
       consecutive durations share one ``|`` group.
@@ -29,41 +37,122 @@ class ProgressLine:
     - any other number: 3 significant digits, ``loss 0.134``.
     - a string: shown as is, ``opp random``.
 
-    Fields appear in the order given. ``enabled=False`` prints nothing.
+    Fields appear in the order given; before the last iteration the line ends with the
+    run's ETA (the mean iteration time so far, the first iteration left out once there
+    are others: it carries the start-up). ``done`` is the iteration the run starts from
+    (a resumed run's). ``clock`` (seconds) exists for tests. ``enabled=False`` prints
+    nothing.
     """
 
-    def __init__(self, enabled: bool, total: int, stream: TextIO | None = None) -> None:
+    def __init__(
+        self,
+        enabled: bool,
+        total: int,
+        stream: TextIO | None = None,
+        *,
+        done: int = 0,
+        interval: float = PHASE_LINE_INTERVAL_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.enabled = enabled
         self.total = total
         self.stream = sys.stderr if stream is None else stream
+        self.interval = interval
+        self.clock = clock
         self._tty = _isatty(self.stream)
-        self._open = False  # a TTY line is on screen without its newline yet
+        self._iteration = done  # last finished iteration
+        self._durations: list[float] = []  # of the iterations finished in this process
+        self._iteration_start = clock()
+        self._phase: tuple[str, int] | None = None  # (name, total) of the running phase
+        self._done = 0  # its last done count
+        self._phase_start = self._last_line = 0.0
+        self._bar: tqdm | None = None
 
-    def update(self, iteration: int, fields: Mapping[str, float | str]) -> None:
+    def phase(self, name: str, done: int, total: int) -> None:
+        """``done`` of ``total`` units of phase ``name`` (the trainer's progress callback).
+        A new name or total, or a smaller ``done``, starts a new phase."""
         if not self.enabled:
             return
+        now = self.clock()
+        if self._phase != (name, total) or done < self._done:
+            self._end_bar()
+            self._phase, self._phase_start, self._last_line = (name, total), now, now
+            if self._tty:
+                unit = _UNITS.get(name.split()[0], "step")
+                self._bar = tqdm(
+                    total=total,
+                    desc=f"it {self._iteration + 1}/{self.total} {name}",
+                    unit=unit,
+                    file=self.stream,
+                    leave=False,  # the summary line is the record; a finished bar goes
+                    dynamic_ncols=True,
+                    disable=False,  # we decided it is a terminal; tqdm need not guess
+                )
+        self._done = done
+        if self._bar is not None:
+            self._bar.update(done - self._bar.n)
+        elif done >= total:  # off a terminal: a line at the end of a phase that was long
+            elapsed = now - self._phase_start
+            if elapsed >= self.interval:
+                self._write(self._phase_text(name, done, total, elapsed))
+        elif now - self._last_line >= self.interval:  # and at most one per interval before
+            elapsed = now - self._phase_start
+            self._write(self._phase_text(name, done, total, elapsed))
+            self._last_line = now
+        if done >= total:
+            self.close()
+
+    def header(self, line: str) -> None:
+        """One line before the first iteration (what runs, and how: threads, workers)."""
+        if self.enabled:
+            self._write(line)
+
+    def update(self, iteration: int, fields: Mapping[str, float | str]) -> None:
+        """The summary line of finished ``iteration``."""
+        now = self.clock()
+        self._durations.append(now - self._iteration_start)
+        self._iteration_start = now
+        self._iteration = iteration
+        if not self.enabled:
+            return
+        self.close()
         line = format_progress(iteration, self.total, fields)
-        if self._tty:
-            # Longer than the terminal, the line would wrap and \r would only redraw its tail.
-            width = shutil.get_terminal_size().columns - 1
-            self.stream.write(_CLEAR_LINE + line[:width])
-            self._open = True
-        else:
-            self.stream.write(line + "\n")
-        self.stream.flush()
+        if iteration < self.total:
+            durations = self._durations[1:] or self._durations
+            eta = (self.total - iteration) * sum(durations) / len(durations)
+            line += f" | eta {format_duration(eta)}"
+        self._write(line)
 
     def close(self) -> None:
-        """End the live line (TTY) so that later output starts on a fresh line. Idempotent."""
-        if self._open:
-            self.stream.write("\n")
-            self.stream.flush()
-            self._open = False
+        """Clear a bar still on screen (an interrupted phase), so later output starts on a
+        fresh line. Idempotent."""
+        self._end_bar()
+        self._phase = None
 
     def __enter__(self) -> ProgressLine:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def _phase_text(self, name: str, done: int, total: int, elapsed: float) -> str:
+        text = f"it {self._iteration + 1}/{self.total} {name} {done}/{total}"
+        text += f" ({100 * done // max(total, 1)}%), {format_duration(elapsed)}"
+        if 0 < done < total:
+            text += f", eta {format_duration(elapsed * (total - done) / done)}"
+        return text
+
+    def _write(self, line: str) -> None:
+        if self._tty:
+            tqdm.write(line, file=self.stream)  # clears and redraws any bar around it
+        else:
+            self.stream.write(line + "\n")
+        self.stream.flush()
+
+    def _end_bar(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
 
 
 def format_progress(iteration: int, total: int, fields: Mapping[str, float | str]) -> str:
@@ -125,7 +214,14 @@ def format_duration(seconds: float) -> str:
 
 
 def _isatty(stream: object) -> bool:
+    """A terminal that can show a bar. A pseudo-terminal of zero width (``script`` and
+    some CI runners that capture output) counts as none: tqdm draws nothing in it."""
     try:
-        return bool(stream.isatty())  # type: ignore[attr-defined]
+        if not stream.isatty():  # type: ignore[attr-defined]
+            return False
     except (AttributeError, ValueError):  # no isatty, or a closed stream
         return False
+    try:
+        return os.get_terminal_size(stream.fileno()).columns > 0  # type: ignore[attr-defined]
+    except (AttributeError, OSError, ValueError):  # no file descriptor: trust isatty
+        return True

@@ -19,19 +19,27 @@ would reject, a non-numeric value, a missing artifact file) still raise.
 Note: an unreachable *HTTP* server is only detected after MLflow's own retries
 (``MLFLOW_HTTP_REQUEST_MAX_RETRIES``, ``MLFLOW_HTTP_REQUEST_TIMEOUT``), which
 can take minutes; lower those variables when that matters.
+
+Resume: a run resumed from a checkpoint continues the MLflow run that wrote the
+checkpoint (see :class:`Tracker`), so its curves stay one line.
 """
 
 from __future__ import annotations
 
 import fnmatch
+import importlib.metadata
 import json
 import math
 import os
+import platform
 import posixpath
 import re
+import secrets
+import subprocess
 import sys
+import tempfile
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
@@ -51,8 +59,23 @@ _MAX_KEY = 250
 # MLflow's portable metric-name alphabet (it also allows ':' except on Windows).
 _METRIC_NAME = re.compile(r"^[/\w.\- ]+$")
 
-# Tags whose values make the default run name, in this order ("leduc-default").
+# Tags whose values make the run name when the caller gives none, in this order.
 RUN_NAME_TAGS = ("game", "network")
+
+# MLflow 3's UI opens an experiment on its GenAI overview unless this experiment tag
+# names another kind; "custom_model_development" opens the runs table and charts. (The
+# values are the UI's ExperimentKind enum, mlflow/server/js; the UI's own kind selector
+# writes the same tag. mlflow/demo/generators/traces.py sets "genai_development".)
+EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
+EXPERIMENT_KIND = "custom_model_development"
+
+# Overrides that never go into a run name: already in it (game, network, seed), or
+# saying nothing about what was trained.
+_NAME_SKIP_KEYS = frozenset({"game", "network", "run.seed", "run.resume", "run.progress"})
+_NAME_SKIP_PREFIXES = ("tracking.", "hydra.")
+_NAME_VALUE_CHARS = 24
+_NAME_OVERRIDE_CHARS = 100
+_GIT_TIMEOUT_S = 3.0
 
 # Learning-curve panels: (title, fnmatch patterns). Every metric matching a
 # panel's patterns is drawn in it; panels with no matching metric are skipped.
@@ -98,13 +121,76 @@ def flatten(mapping: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
     return out
 
 
+def default_run_name(base: str, overrides: Sequence[str]) -> str:
+    """``base`` + the command-line overrides it does not already say + a unique suffix.
+
+    ``default_run_name("kuhn-small-s0", ["game=kuhn", "run.iterations=2", "eval.every=1"])``
+    -> ``"kuhn-small-s0-iterations=2,every=1-0612-153012-a3f1"``. Keys are cut to their
+    last part unless two overrides share it (then they stay whole), values to 24
+    characters. The suffix (time stamp + 4 random hex digits) keeps two runs of one
+    command apart, e.g. the arms of a parallel A/B started in the same second.
+    """
+    parsed = []
+    for override in overrides:
+        key, sep, value = override.partition("=")
+        key = key.lstrip("+")
+        if not sep or key in _NAME_SKIP_KEYS or key.startswith(_NAME_SKIP_PREFIXES):
+            continue
+        parsed.append((key, _clip(value, _NAME_VALUE_CHARS)))
+    lasts = [key.rsplit(".", 1)[-1] for key, _ in parsed]
+    shown = [
+        f"{last if lasts.count(last) == 1 else key}={value}"
+        for (key, value), last in zip(parsed, lasts, strict=True)
+    ]
+    parts = [base]
+    if shown:
+        parts.append(_clip(",".join(shown), _NAME_OVERRIDE_CHARS))
+    parts.append(time.strftime("%m%d-%H%M%S") + "-" + secrets.token_hex(2))
+    return "-".join(parts)
+
+
+def provenance_tags() -> dict[str, str]:
+    """Where the running code came from, as run tags; never raises.
+
+    ``git/commit``: HEAD of the git checkout holding this package's source ("unknown"
+    for an installed copy, or when git is missing or slow). ``git/dirty``: "true" when
+    tracked files differ from HEAD (untracked files do not count), "false", or
+    "unknown". ``version/lostcities`` and ``version/python``.
+    """
+    commit, dirty = _git_state(Path(__file__).resolve().parent)
+    try:
+        version = importlib.metadata.version("lostcities")
+    except Exception:  # running from a source tree that was never installed
+        version = "unknown"
+    return {
+        "git/commit": commit,
+        "git/dirty": dirty,
+        "version/lostcities": version,
+        "version/python": platform.python_version(),
+    }
+
+
 class Tracker:
     """One training run's metrics: ``run_dir/metrics.jsonl`` always, MLflow unless disabled.
 
     ``params``: flattened config (see :func:`flatten`), logged as MLflow params.
-    ``tags``: logged as run tags; ``game`` and ``network`` also name the run when
-    ``cfg.run_name`` is None. ``texts``: artifact file name -> content, e.g.
-    ``{"config.yaml": ..., "overrides.yaml": ...}``.
+    ``tags``: logged as run tags. ``texts``: artifact file name -> content, e.g.
+    ``{"config.yaml": ..., "overrides.yaml": ...}``. The run is named ``cfg.run_name``,
+    else ``run_name`` (see :func:`default_run_name`), else from the ``game`` and
+    ``network`` tags. The experiment gets the :data:`EXPERIMENT_KIND_TAG` tag unless it
+    has one, so MLflow's UI opens it on the runs view.
+
+    Resume: ``resume_step`` is the iteration of the checkpoint a resumed run starts
+    from, ``resume_run_id`` the MLflow run that wrote it. If that run is still in the
+    store (in this experiment, not deleted), the tracker continues it: its status goes
+    back to RUNNING, new metrics land at their steps on the same curves, tags are
+    updated, params it lacks are added (MLflow params cannot change: the resumed
+    config goes in as ``resume_<step>/config.yaml``), and the ``metrics.jsonl`` and
+    learning curve attached at the end cover every segment. Otherwise it starts a new
+    run and says so in one line. A run whose process was SIGKILLed (or lost its
+    machine) stays RUNNING in MLflow; resuming its checkpoint continues it and ends it
+    properly. Points logged past the resumed checkpoint by the earlier process stay in
+    MLflow's history (MLflow cannot delete them); the attached files drop them.
 
     Use as a context manager: the run ends FINISHED on a normal exit, FAILED when
     an exception escapes (KILLED for KeyboardInterrupt), and the exception is
@@ -112,8 +198,9 @@ class Tracker:
     file and attaches it and ``metrics.jsonl`` to the run.
 
     ``uri`` is the resolved store (None when ``cfg.enabled`` is False). ``run_id``
-    is the MLflow run, or None if none was created; ``mlflow_active`` tells
-    whether MLflow is still in use (False after a store failure).
+    is the MLflow run, or None if none was created; ``continued`` tells whether it
+    is the resumed one; ``mlflow_active`` tells whether MLflow is still in use
+    (False after a store failure).
     """
 
     def __init__(
@@ -123,6 +210,10 @@ class Tracker:
         params: Mapping[str, object] | None = None,
         tags: Mapping[str, str] | None = None,
         texts: Mapping[str, str] | None = None,
+        *,
+        run_name: str | None = None,
+        resume_run_id: str | None = None,
+        resume_step: int | None = None,
     ) -> None:
         self.cfg = cfg
         self.run_dir = Path(run_dir)
@@ -130,6 +221,11 @@ class Tracker:
         self.curve_path = self.run_dir / CURVE_FILE
         self.uri: str | None = resolve_tracking_uri(cfg.tracking_uri) if cfg.enabled else None
         self.run_id: str | None = None
+        self.continued = False
+        self._run_name_default = run_name
+        self._resume_run_id = resume_run_id
+        self._resume_step = resume_step
+        self._history: list[dict[str, float]] = []  # earlier segments of a continued run
         self._params = {str(k): str(v) for k, v in (params or {}).items()}
         self._tags = {str(k): str(v) for k, v in (tags or {}).items()}
         self._texts = dict(texts or {})
@@ -180,14 +276,17 @@ class Tracker:
         self._closed = True
         if self._jsonl is not None:
             self._jsonl.close()
-        curve = None
-        try:
-            curve = plot_learning_curve(self.metrics_path, self.curve_path)
-        except Exception as e:
-            # Closing runs inside __exit__: a plotting bug must not replace the
-            # exception that is ending the run, nor lose the run's final status.
-            _warn(f"learning curve not drawn ({_one_line(e)})")
-        self._mlflow("close", self._finish_run, curve, status)
+        with tempfile.TemporaryDirectory() as tmp:
+            metrics, curve = self.metrics_path, None
+            try:
+                if self.continued:  # the attached file and curve cover every segment
+                    metrics = _merge_jsonl(self._history, self.metrics_path, Path(tmp))
+                curve = plot_learning_curve(metrics, self.curve_path)
+            except Exception as e:
+                # Closing runs inside __exit__: a plotting bug must not replace the
+                # exception that is ending the run, nor lose the run's final status.
+                _warn(f"learning curve not drawn ({_one_line(e)})")
+            self._mlflow("close", self._finish_run, metrics, curve, status)
 
     # -- logging -------------------------------------------------------------------
 
@@ -239,21 +338,65 @@ class Tracker:
 
     def _start_run(self) -> None:
         from mlflow import MlflowClient
-        from mlflow.entities import Param
+        from mlflow.entities import Param, RunTag
 
         client = MlflowClient(tracking_uri=self.uri)
         experiment_id = _experiment_id(client, self.cfg.experiment)
         tags = {k[:_MAX_KEY]: _clip(v, _MAX_TAG_VALUE) for k, v in self._tags.items()}
         if self.cfg.parent_run_id:  # MLflow's own tag: the UI shows this run nested
             tags["mlflow.parentRunId"] = self.cfg.parent_run_id
-        run = client.create_run(experiment_id, run_name=self._run_name(), tags=tags)
-        self.run_id = run.info.run_id
+        params = {k: _clip(v, _MAX_PARAM_VALUE) for k, v in self._params.items()}
+        texts = self._texts
+        previous = self._run_to_continue(client, experiment_id)
+        if previous is None:
+            run = client.create_run(experiment_id, run_name=self._run_name(), tags=tags)
+            self.run_id = run.info.run_id
+        else:
+            self.run_id = previous.info.run_id
+            self.continued = True
+            # Read before anything new is logged: only the earlier segments' points.
+            self._history = _metric_rows(client, previous, self._resume_step)
+            client.update_run(self.run_id, status="RUNNING")  # back from FINISHED / KILLED
+            client.log_batch(self.run_id, tags=[RunTag(k, v) for k, v in tags.items()])
+            params = {k: v for k, v in params.items() if k not in previous.data.params}
+            texts = {f"resume_{self._resume_step:06d}/{k}": v for k, v in texts.items()}
         self._client = client
-        params = [Param(k, _clip(v, _MAX_PARAM_VALUE)) for k, v in self._params.items()]
-        for i in range(0, len(params), _MAX_PARAMS_PER_BATCH):
-            client.log_batch(self.run_id, params=params[i : i + _MAX_PARAMS_PER_BATCH])
-        for name, text in self._texts.items():
+        batch = [Param(k, v) for k, v in params.items()]
+        for i in range(0, len(batch), _MAX_PARAMS_PER_BATCH):
+            client.log_batch(self.run_id, params=batch[i : i + _MAX_PARAMS_PER_BATCH])
+        for name, text in texts.items():
             client.log_text(self.run_id, text, name)
+
+    def _run_to_continue(self, client: Any, experiment_id: str) -> Any:
+        """The MLflow run a resumed training continues, or None (after one line saying why)."""
+        if self._resume_step is None:
+            return None
+        run_id = self._resume_run_id
+        if run_id is None:
+            _warn("the resumed checkpoint names no MLflow run; logging to a new run")
+            return None
+        from mlflow.exceptions import MlflowException
+
+        try:
+            run = client.get_run(run_id)
+        except MlflowException as e:
+            if e.error_code != "RESOURCE_DOES_NOT_EXIST":
+                raise  # the store itself failed: the caller's outage policy applies
+            run = None
+        if run is None or run.info.lifecycle_stage != "active":
+            why = "deleted from" if run is not None else "not in"
+            _warn(
+                f"MLflow run {run_id} of the resumed checkpoint is {why} {self.uri}; "
+                "logging to a new run"
+            )
+            return None
+        if run.info.experiment_id != experiment_id:
+            _warn(
+                f"MLflow run {run_id} of the resumed checkpoint is in another experiment than "
+                f"{self.cfg.experiment!r}; logging to a new run"
+            )
+            return None
+        return run
 
     def _log_metric_batch(self, values: dict[str, float], step: int, now: float) -> None:
         from mlflow.entities import Metric
@@ -263,9 +406,9 @@ class Tracker:
         for i in range(0, len(batch), _MAX_METRICS_PER_BATCH):  # one call unless > 1000 metrics
             self._client.log_batch(self.run_id, metrics=batch[i : i + _MAX_METRICS_PER_BATCH])
 
-    def _finish_run(self, curve: Path | None, status: str) -> None:
-        if self.metrics_path.is_file():
-            self._client.log_artifact(self.run_id, str(self.metrics_path))
+    def _finish_run(self, metrics: Path, curve: Path | None, status: str) -> None:
+        if metrics.is_file():
+            self._client.log_artifact(self.run_id, str(metrics))
         if curve is not None:
             self._client.log_artifact(self.run_id, str(curve))
         self._client.set_terminated(self.run_id, status)
@@ -273,6 +416,8 @@ class Tracker:
     def _run_name(self) -> str | None:
         if self.cfg.run_name:
             return self.cfg.run_name
+        if self._run_name_default:
+            return self._run_name_default
         parts = [self._tags[k] for k in RUN_NAME_TAGS if self._tags.get(k)]
         return "-".join(parts) or None  # None: MLflow picks a random name
 
@@ -378,17 +523,82 @@ def plot_learning_curve(
 
 
 def _experiment_id(client: Any, name: str) -> str:
+    """The experiment's id, created if needed; its kind tag set unless it has one (a kind
+    chosen in the UI stays)."""
     experiment = client.get_experiment_by_name(name)
-    if experiment is not None:
-        return experiment.experiment_id
+    if experiment is None:
+        try:
+            return client.create_experiment(name, tags={EXPERIMENT_KIND_TAG: EXPERIMENT_KIND})
+        except Exception:
+            # Another process (a parallel A/B arm) may have created it in between.
+            experiment = client.get_experiment_by_name(name)
+            if experiment is None:
+                raise
+    if EXPERIMENT_KIND_TAG not in experiment.tags:  # made by an older version, or by hand
+        client.set_experiment_tag(experiment.experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
+    return experiment.experiment_id
+
+
+def _metric_rows(client: Any, run: Any, last_step: int | None) -> list[dict[str, float]]:
+    """A run's metric history as metrics.jsonl rows, steps up to ``last_step``."""
+    rows: dict[int, dict[str, float]] = {}
+    for key in run.data.metrics:
+        for m in client.get_metric_history(run.info.run_id, key):
+            if last_step is None or m.step <= last_step:
+                row = rows.setdefault(m.step, {"step": m.step, "time": m.timestamp / 1000})
+                row[key] = m.value
+    return [rows[step] for step in sorted(rows)]
+
+
+def _merge_jsonl(history: list[dict[str, float]], segment: Path, directory: Path) -> Path:
+    """``directory/metrics.jsonl``: the ``history`` rows whose step ``segment`` lacks (it
+    has them all when the resumed run appends to the earlier run's directory), then the
+    lines of ``segment``."""
+    text = segment.read_text(encoding="utf-8") if segment.is_file() else ""
+    steps = set(_jsonl_steps(text))
+    out = directory / METRICS_FILE
+    with open(out, "w", encoding="utf-8") as f:
+        f.writelines(json.dumps(row) + "\n" for row in history if row["step"] not in steps)
+        f.write(text)
+    return out
+
+
+def _jsonl_steps(text: str) -> list[int]:
+    steps = []
+    for line in text.splitlines():
+        try:
+            steps.append(int(json.loads(line)["step"]))
+        except (ValueError, KeyError, TypeError):
+            continue  # a line cut by a crash
+    return steps
+
+
+def _git(cwd: Path, *args: str) -> str | None:
+    """stdout of ``git -C cwd args``; None if git is missing, fails or takes too long."""
     try:
-        return client.create_experiment(name)
-    except Exception:
-        # Another process (a parallel A/B arm) may have created it in between.
-        experiment = client.get_experiment_by_name(name)
-        if experiment is None:
-            raise
-        return experiment.experiment_id
+        done = subprocess.run(
+            # --no-optional-locks: a status must not take the index lock from a user's git
+            ["git", "--no-optional-locks", "-C", str(cwd), *args],
+            capture_output=True,
+            text=True,
+            timeout=_GIT_TIMEOUT_S,
+            stdin=subprocess.DEVNULL,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout.strip() if done.returncode == 0 else None
+
+
+def _git_state(package_dir: Path) -> tuple[str, str]:
+    """(commit, dirty) of the checkout holding ``package_dir``, or ("unknown", "unknown")."""
+    # The package must be tracked there: an installed copy inside someone's repository (a
+    # virtualenv in a project) is not that project's commit.
+    if _git(package_dir, "ls-files", "--error-unmatch", "--", "__init__.py") is None:
+        return "unknown", "unknown"
+    commit = _git(package_dir, "rev-parse", "HEAD") or "unknown"
+    status = _git(package_dir, "status", "--porcelain", "--untracked-files=no")
+    return commit, "unknown" if status is None else str(bool(status)).lower()
 
 
 def _read_series(path: Path) -> dict[str, dict[int, float]]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections import OrderedDict
 from enum import IntEnum
 
@@ -15,6 +16,7 @@ from lostcities.checkpoint import (
     checkpoint_path,
     latest_checkpoint,
     load_checkpoint,
+    prune_checkpoints,
     save_checkpoint,
 )
 
@@ -221,3 +223,45 @@ def test_latest_checkpoint(tmp_path):
     (tmp_path / "notes.pt").write_bytes(b"")
     assert latest_checkpoint(tmp_path) == tmp_path / "ckpt_000010.pt"
     assert checkpoint_path(tmp_path, 10).name == "ckpt_000010.pt"
+
+
+def write_checkpoints(directory, iterations):
+    """Checkpoints whose mtimes run against their iterations: the first listed is oldest."""
+    for i, it in enumerate(iterations):
+        path = checkpoint_path(directory, it)
+        save_checkpoint(path, {"iteration": it})
+        os.utime(path, (1_000_000 + i, 1_000_000 + i))
+
+
+def test_prune_keeps_the_newest_by_iteration_not_mtime(tmp_path):
+    # 2_000_000 outgrows the 6-digit padding: as strings, ckpt_2000000 < ckpt_300000
+    write_checkpoints(tmp_path, [2_000_000, 300_000, 20, 9, 3])
+    (tmp_path / ".ckpt_000099.pt.abc.tmp").write_bytes(b"")  # an interrupted save
+    (tmp_path / "agent.pt").write_bytes(b"")
+    (tmp_path / "ckpt_latest.pt").write_bytes(b"")
+    deleted = prune_checkpoints(tmp_path, keep=2)
+    assert [p.name for p in deleted] == ["ckpt_000003.pt", "ckpt_000009.pt", "ckpt_000020.pt"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        ".ckpt_000099.pt.abc.tmp",
+        "agent.pt",
+        "ckpt_2000000.pt",
+        "ckpt_300000.pt",
+        "ckpt_latest.pt",
+    ]
+    assert latest_checkpoint(tmp_path) == checkpoint_path(tmp_path, 2_000_000)
+    assert prune_checkpoints(tmp_path, keep=2) == []  # nothing left to delete
+    assert prune_checkpoints(tmp_path, keep=5) == []  # fewer than keep: all stay
+
+
+def test_prune_keep_zero_keeps_all(tmp_path):
+    write_checkpoints(tmp_path, [1, 2, 3])
+    assert prune_checkpoints(tmp_path, keep=0) == []
+    assert len(list(tmp_path.iterdir())) == 3
+    assert prune_checkpoints(tmp_path / "absent", keep=1) == []
+
+
+def test_prune_rejects_negative_keep(tmp_path):
+    write_checkpoints(tmp_path, [1, 2])
+    with pytest.raises(ValueError, match="keep must be >= 0"):
+        prune_checkpoints(tmp_path, keep=-1)
+    assert len(list(tmp_path.iterdir())) == 2

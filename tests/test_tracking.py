@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import os
+import platform
+import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -12,10 +16,14 @@ from mlflow import MlflowClient
 from lostcities.config import TrackingConfig
 from lostcities.tracking import (
     CURVE_FILE,
+    EXPERIMENT_KIND,
+    EXPERIMENT_KIND_TAG,
     METRICS_FILE,
     Tracker,
+    default_run_name,
     flatten,
     plot_learning_curve,
+    provenance_tags,
     resolve_tracking_uri,
 )
 
@@ -255,3 +263,135 @@ def test_store_failing_mid_run(mlflow_uri, tmp_path, monkeypatch, capsys):
     monkeypatch.undo()
     history = MlflowClient(tracking_uri=mlflow_uri).get_metric_history(t.run_id, "x")
     assert [m.step for m in history] == [0]
+
+
+# -- experiment kind, run names, provenance ---------------------------------------------
+
+
+def test_experiment_kind_opens_the_runs_view(mlflow_uri, tmp_path):
+    client = MlflowClient(tracking_uri=mlflow_uri)
+    client.create_experiment("old")  # as an earlier version made it: no kind
+    client.create_experiment("chosen", tags={EXPERIMENT_KIND_TAG: "genai_development"})
+    for name in ("new", "old", "chosen"):
+        with Tracker(TrackingConfig(tracking_uri=mlflow_uri, experiment=name), tmp_path / name):
+            pass
+    kinds = {
+        name: client.get_experiment_by_name(name).tags.get(EXPERIMENT_KIND_TAG)
+        for name in ("new", "old", "chosen")
+    }
+    assert EXPERIMENT_KIND_TAG == "mlflow.experimentKind"
+    assert kinds == {
+        "new": "custom_model_development",
+        "old": "custom_model_development",
+        "chosen": "genai_development",  # a kind set in the UI stays
+    }
+    assert EXPERIMENT_KIND == "custom_model_development"
+
+
+def test_default_run_name():
+    overrides = [
+        "game=kuhn",
+        "network=small",
+        "run.seed=3",
+        "run.progress=false",
+        "tracking.tracking_uri=sqlite:///x.db",
+        "hydra.run.dir=run",
+        "run.iterations=2",
+        "eval.every=1",
+        "checkpoint.every=1",
+        "+compile=trainer",
+        "eval.opponents=[random,cautious,discard_only]",
+    ]
+    name = default_run_name("kuhn-small-s3", overrides)
+    head, stamp = name[: -len("0612-153012-a3f1")], name[-len("0612-153012-a3f1") :]
+    assert head == (
+        "kuhn-small-s3-iterations=2,eval.every=1,checkpoint.every=1,compile=trainer,"
+        "opponents=[random,cautious,disc...-"
+    )
+    assert re.fullmatch(r"\d{4}-\d{6}-[0-9a-f]{4}", stamp)
+    assert default_run_name("kuhn-small-s3", overrides) != name  # two runs, two names
+    assert default_run_name("leduc-small-s0", ["game=leduc"]).startswith("leduc-small-s0-")
+
+
+def test_named_run(mlflow_uri, tmp_path):
+    cfg = TrackingConfig(tracking_uri=mlflow_uri, experiment="unit")
+    with Tracker(cfg, tmp_path, tags=TAGS, run_name="leduc-x-1") as t:
+        pass
+    assert MlflowClient(tracking_uri=mlflow_uri).get_run(t.run_id).info.run_name == "leduc-x-1"
+
+
+def test_provenance_tags(monkeypatch):
+    import lostcities
+
+    tags = provenance_tags()
+    assert tags["version/python"] == platform.python_version()
+    assert tags["version/lostcities"] == importlib.metadata.version("lostcities")
+    source = Path(lostcities.__file__).resolve().parent.parent
+    if (source / ".git").exists():  # a checkout: the commit and state of that checkout
+        head = subprocess.run(
+            ["git", "-C", str(source), "rev-parse", "HEAD"], capture_output=True, text=True
+        )
+        assert tags["git/commit"] == head.stdout.strip()
+        assert re.fullmatch(r"[0-9a-f]{40}", tags["git/commit"])
+        assert tags["git/dirty"] in ("true", "false")
+    monkeypatch.setenv("PATH", "")  # no git at all: unknown, never an error
+    assert provenance_tags()["git/commit"] == "unknown"
+    assert provenance_tags()["git/dirty"] == "unknown"
+
+
+# -- resume: continuing the MLflow run ------------------------------------------------
+
+
+def test_resume_continues_the_killed_run(mlflow_uri, tmp_path):
+    client = MlflowClient(tracking_uri=mlflow_uri)
+    cfg = TrackingConfig(tracking_uri=mlflow_uri, experiment="unit")
+    with pytest.raises(KeyboardInterrupt):
+        with Tracker(cfg, tmp_path / "a", {"run.iterations": 5}, TAGS, {"c.yaml": "1"}) as t:
+            for step in (1, 2, 3):  # checkpoint at 2, then killed during 3 (logged)
+                t.log_metrics({"loss/advantage": float(step)}, step=step)
+            raise KeyboardInterrupt
+    run_id = t.run_id
+    assert client.get_run(run_id).info.status == "KILLED"
+
+    params = {"run.iterations": 9, "run.resume": "ckpt_2"}
+    tags = {**TAGS, "run/resumed_from": "ckpt_2"}
+    with Tracker(
+        cfg, tmp_path / "b", params, tags, {"c.yaml": "2"}, resume_run_id=run_id, resume_step=2
+    ) as t:
+        assert t.continued and t.run_id == run_id
+        assert client.get_run(run_id).info.status == "RUNNING"
+        for step in (3, 4):
+            t.log_metrics({"loss/advantage": 10.0 * step}, step=step)
+    run = client.get_run(run_id)
+    assert run.info.status == "FINISHED"
+    assert len(client.search_runs([run.info.experiment_id])) == 1
+    history = client.get_metric_history(run_id, "loss/advantage")
+    # the killed process's step 3 stays in MLflow (it cannot delete points)
+    assert sorted((m.step, m.value) for m in history) == [
+        (1, 1.0),
+        (2, 2.0),
+        (3, 3.0),
+        (3, 30.0),
+        (4, 40.0),
+    ]
+    assert run.data.params == {"run.iterations": "5", "run.resume": "ckpt_2"}  # immutable
+    assert run.data.tags["run/resumed_from"] == "ckpt_2"
+    artifacts = {a.path for a in client.list_artifacts(run_id)}
+    assert {"c.yaml", "resume_000002", METRICS_FILE, CURVE_FILE} <= artifacts
+    resumed = client.download_artifacts(run_id, "resume_000002/c.yaml", str(tmp_path / "dl"))
+    assert Path(resumed).read_text() == "2"
+    merged = client.download_artifacts(run_id, METRICS_FILE, str(tmp_path / "dl"))
+    got = [(r["step"], r["loss/advantage"]) for r in map(json.loads, open(merged))]
+    assert got == [(1, 1.0), (2, 2.0), (3, 30.0), (4, 40.0)]
+    assert [r["step"] for r in rows(tmp_path / "b")] == [3, 4]  # the local file: this segment
+
+
+def test_resume_of_a_run_not_in_the_store_starts_a_new_one(mlflow_uri, tmp_path, capsys):
+    cfg = TrackingConfig(tracking_uri=mlflow_uri, experiment="unit")
+    with Tracker(cfg, tmp_path, tags=TAGS, resume_run_id="0" * 32, resume_step=4) as t:
+        t.log_metrics({"x": 1.0}, step=5)
+    assert not t.continued and t.run_id != "0" * 32
+    assert MlflowClient(tracking_uri=mlflow_uri).get_run(t.run_id).info.status == "FINISHED"
+    warnings = [line for line in capsys.readouterr().err.splitlines() if WARNING in line]
+    assert len(warnings) == 1
+    assert "0" * 32 in warnings[0] and "new run" in warnings[0]

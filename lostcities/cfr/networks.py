@@ -21,14 +21,11 @@ KINDS = ("mlp", "color_shared")
 
 
 class MLP(nn.Module):
-    """``layers`` hidden ReLU layers of width ``hidden``, then a linear head."""
+    """``layers`` hidden ReLU layers of width ``hidden``, then a linear head (sizes
+    validated by lostcities/config_checks.py)."""
 
     def __init__(self, input_dim: int, num_actions: int, hidden: int, layers: int) -> None:
         super().__init__()
-        if hidden < 1 or layers < 1:
-            raise ValueError(
-                f"network.hidden and network.layers must be >= 1, got {hidden}, {layers}"
-            )
         blocks: list[nn.Module] = []
         width = input_dim
         for _ in range(layers):
@@ -99,20 +96,12 @@ class ColorSharedNet(nn.Module):
     (order-free) gives the draw-from-deck value. Relabelling the colors of the input
     therefore permutes the output the same way (``color_permutations()``), up to float
     rounding: the attention and the mean sum over tokens in another order. Dropout 0.
+    The sizes (``attention_heads`` dividing ``hidden``) are validated by
+    lostcities/config_checks.py.
     """
 
     def __init__(self, hidden: int, layers: int, attention_layers: int, attention_heads: int):
         super().__init__()
-        if hidden < 1 or layers < 1 or attention_layers < 0:
-            raise ValueError(
-                "network.hidden and network.layers must be >= 1 and network.attention_layers "
-                f">= 0, got {hidden}, {layers}, {attention_layers}"
-            )
-        if attention_layers and (attention_heads < 1 or hidden % attention_heads):
-            raise ValueError(
-                f"network.attention_heads must be >= 1 and divide network.hidden={hidden}, "
-                f"got {attention_heads}"
-            )
         color_features, global_features, action_source = lost_cities_layout()
         # Index tables, not weights: kept out of state dicts (weights stay layout-free).
         self.register_buffer("color_features", torch.from_numpy(color_features), False)

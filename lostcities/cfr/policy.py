@@ -118,14 +118,12 @@ class AdvantagePolicy:
         warm_start: float = 0.0,
         batch_invariant: bool = False,
     ) -> None:
-        if warm_start < 0:
-            raise ValueError(f"traversal.warm_start must be >= 0, got {warm_start}")
         self.nets: list[torch.nn.Module | None] = [None, None]
         self.forwards: list[NetworkForward | None] = [None, None]
         self.regret_weights = [1.0, 1.0]  # W_t of each player's network
         self.net_iterations = [0, 0]  # iteration each player's network was trained at
         self.initial = initial
-        self.warm_start = warm_start
+        self.warm_start = warm_start  # >= 0: validated by lostcities/config_checks.py
         self.batch_invariant = batch_invariant
         self.device = torch.device(device)
         self.cache: dict[tuple[int, bytes], np.ndarray] | None = {} if cache else None

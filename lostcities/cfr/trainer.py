@@ -35,6 +35,7 @@ import math
 import time
 import warnings
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import asdict
 
 import numpy as np
@@ -101,12 +102,8 @@ class DeepCFRTrainer:
         precision of ``_fit`` (None: off). ``compile``: torch.compile of the fitted networks
         and/or the policy's evaluation forward (None: the group is absent, nothing compiled);
         with ``batch_invariant`` the row-wise evaluation kernel takes precedence over
-        ``compile.inference``."""
-        if optim.policy_training not in POLICY_TRAINING:
-            raise ValueError(
-                f"optim.policy_training must be one of {POLICY_TRAINING}, "
-                f"got {optim.policy_training!r}"
-            )
+        ``compile.inference``. The config values are validated by
+        lostcities/config_checks.py."""
         self.game = game
         self.network_cfg = network
         self.traversal_cfg = traversal
@@ -152,25 +149,16 @@ class DeepCFRTrainer:
         self.batch_invariant = batch_invariant
         self.policy_forward = self._policy_forward()
         self.symmetries: tuple[torch.Tensor, torch.Tensor] | None = None
-        if optim.augment_symmetries:
-            if game.symmetries is None:
-                raise ValueError(
-                    f"optim.augment_symmetries needs a game with symmetries; {game.name} has none"
-                )
+        if optim.augment_symmetries:  # a game with symmetries: lostcities/config_checks.py
             self.symmetries = tuple(torch.from_numpy(i).to(self.device) for i in game.symmetries)
         self.sigma = AdvantagePolicy.from_config(traversal, device, batch_invariant)
-        if traversal.updates not in UPDATES:
-            raise ValueError(
-                f"traversal.updates must be one of {UPDATES}, got {traversal.updates!r}"
-            )
-        if traversal.first_traversals_per_player < 0:
-            raise ValueError(
-                "traversal.first_traversals_per_player must be >= 0 (0: traversals_per_player), "
-                f"got {traversal.first_traversals_per_player}"
-            )
         self.executor = executor or InlineExecutor(
             make_traverser(game.prototype, self.sigma, traversal, seed, utility_scale, win_loss)
         )
+        # progress(phase, done, total), for a display (lostcities/progress.py): phases
+        # "traversal p0|p1", "advantage p0|p1" and "policy", each from done=0 to done=total
+        # in coarse steps (~1%, never per sample). None: not called.
+        self.progress: Callable[[str, int, int], None] | None = None
 
     # --- building blocks --------------------------------------------------------------
     def _new_net(self, purpose: int, iteration: int, player: int) -> torch.nn.Module:
@@ -231,7 +219,10 @@ class DeepCFRTrainer:
         for player in (0, 1):
             start = time.perf_counter()
             ids = [TraversalId(t, player, k) for k in range(self.traversals_at(t))]
-            results = sorted(self.executor.run(ids, self.sigma), key=lambda r: r.id)
+            on_progress = None
+            if self.progress is not None:
+                on_progress = _phase_progress(self.progress, f"traversal p{player}", len(ids))
+            results = sorted(self.executor.run(ids, self.sigma, on_progress), key=lambda r: r.id)
             if [r.id for r in results] != ids:
                 raise RuntimeError(f"executor returned {len(results)} results for {len(ids)} IDs")
             memory_stream = Stream(stream_key(self.seed, t, player, 0, Purpose.MEMORY))
@@ -314,6 +305,7 @@ class DeepCFRTrainer:
             self.optim.advantage_batch_size,
             self._generator(t, player, Purpose.TRAINING),
             _regret_loss,
+            f"advantage p{player}",
         )
         net.eval()
         self.advantage_nets[player] = net
@@ -347,15 +339,19 @@ class DeepCFRTrainer:
             self.optim.strategy_batch_size,
             self._generator(t, 2, Purpose.TRAINING),
             _policy_loss,
+            "policy",
         )
         self.policy_net.eval()
         self.policy_forward = self._policy_forward()
         self.policy_trained_at = t
         return self.policy_loss
 
-    def _fit(self, net, optimizer, memory, t, steps, batch_size, generator, loss_fn) -> float:
+    def _fit(
+        self, net, optimizer, memory, t, steps, batch_size, generator, loss_fn, phase=""
+    ) -> float:
         """The one training loop (advantage and policy phases): ``steps`` minibatch steps of
         ``net`` (the plain module); returns the mean loss of the last 10% of steps.
+        ``phase`` names the loop to ``self.progress``, told every ~1% of the steps.
 
         The forward runs through ``net``'s compiled wrapper with ``compile.trainer`` and
         under autocast with an active AMP; the loss is fp32 either way. amp=off takes the
@@ -366,6 +362,10 @@ class DeepCFRTrainer:
         forward = self._training_forward(net)
         net.train()
         tail = []
+        progress = self.progress
+        every = max(1, math.ceil(steps / 100))
+        if progress is not None:
+            progress(phase, 0, steps)
         for step in range(steps):
             features, masks, targets, iterations = memory.sample(batch_size, generator, self.device)
             if self.symmetries is not None:
@@ -384,6 +384,8 @@ class DeepCFRTrainer:
                 optimizer.step()
             if step >= steps - max(1, steps // 10):
                 tail.append(loss.item())
+            if progress is not None and ((step + 1) % every == 0 or step + 1 == steps):
+                progress(phase, step + 1, steps)
         if self.recompile_watch is not None:
             self.recompile_watch.check()
         if self.amp.active:
@@ -437,6 +439,21 @@ class DeepCFRTrainer:
             "amp": self.amp.state_dict(),
         }
 
+    def agent_state(self) -> dict:
+        """What playing needs and nothing else (no memories, no optimisers): the weights of
+        the policy net, of the latest advantage nets and of every iteration's advantage
+        nets, the iteration and the network config. A few MB where a checkpoint is
+        hundreds (lostcities/eval/agents.py plays it)."""
+        return {
+            "iteration": self.iteration,
+            "network": asdict(self.network_cfg),
+            "policy_net": clean_state_dict(self.policy_net),
+            "advantage_nets": [
+                None if n is None else clean_state_dict(n) for n in self.advantage_nets
+            ],
+            "iteration_advantage_nets": self.iteration_advantage_nets,
+        }
+
     def load_state_dict(self, state: dict) -> None:
         self._compiled.clear()  # wrappers of the networks replaced below
         self.iteration = int(state["iteration"])
@@ -468,6 +485,12 @@ class DeepCFRTrainer:
         for memory, saved in zip(self.advantage_memories, state["advantage_memories"], strict=True):
             memory.load_state_dict(saved)
         self.strategy_memory.load_state_dict(state["strategy_memory"])
+
+
+def _phase_progress(progress, phase: str, total: int) -> Callable[[int], None]:
+    """``progress`` as an executor's ``on_progress(done)`` for one phase (tells done=0 now)."""
+    progress(phase, 0, total)
+    return lambda done: progress(phase, done, total)
 
 
 def _regret_loss(pred, masks, targets, weights):

@@ -74,17 +74,8 @@ def make_traverser(
     win_loss: bool = False,
 ) -> Traverser:
     """The Cython traverser for one game; ``policy`` is the sigma callback
-    (see ``lostcities.cfr.policy.AdvantagePolicy``)."""
-    if cfg.scheme not in SCHEMES:
-        raise ValueError(f"traversal.scheme must be one of {SCHEMES}, got {cfg.scheme!r}")
-    if not 0.0 <= cfg.branch_prob <= 1.0:
-        raise ValueError(f"traversal.branch_prob must be in [0, 1], got {cfg.branch_prob}")
-    if cfg.rollouts < 1:
-        raise ValueError(f"traversal.rollouts must be >= 1, got {cfg.rollouts}")
-    if cfg.inference_batch < 0:
-        raise ValueError(
-            f"traversal.inference_batch must be >= 0 (0: no cap), got {cfg.inference_batch}"
-        )
+    (see ``lostcities.cfr.policy.AdvantagePolicy``). ``cfg``'s values are validated by
+    lostcities/config_checks.py."""
     sampling = None
     if cfg.sampling_policy != "uniform":  # uniform is the kernel's own fast path
         fixed = make_initial_strategy(cfg.sampling_policy)

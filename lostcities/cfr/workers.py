@@ -17,7 +17,8 @@ its traversal IDs and the cause; the chunk is rerun in a fresh worker up to
 ``traversal.worker_retries`` times (identical results, same keyed streams),
 then the run stops with a one-line :class:`WorkerError`. Workers never log to
 MLflow: stats travel back with the results and the trainer logs them.
-A Ray executor would implement the same ``run(ids, sigma)``.
+A Ray executor would implement the same ``run(ids, sigma, on_progress)``: the optional
+``on_progress(done)`` hears how many results are in, for a progress display.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import os
 import signal
 import weakref
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from typing import Protocol
@@ -42,6 +44,7 @@ from lostcities.config import DeterminismConfig, GameConfig, NetworkConfig, Trav
 
 EXECUTORS = ("inline", "processes")
 TASKS_PER_WORKER = 4  # automatic chunk size: about this many chunks per worker and call
+PROGRESS_STEPS = 100  # InlineExecutor reports progress about this many times per call
 STOP_TIMEOUT_S = 5.0  # an idle worker gets this long to exit after "stop"
 
 log = logging.getLogger(__name__)
@@ -52,7 +55,12 @@ class WorkerError(RuntimeError):
 
 
 class Executor(Protocol):
-    def run(self, ids: list[TraversalId], sigma: AdvantagePolicy) -> list[TraversalResult]: ...
+    def run(
+        self,
+        ids: list[TraversalId],
+        sigma: AdvantagePolicy,
+        on_progress: Callable[[int], None] | None = None,
+    ) -> list[TraversalResult]: ...
 
     def close(self) -> None: ...
 
@@ -64,8 +72,21 @@ class InlineExecutor:
     def __init__(self, traverser) -> None:
         self.traverser = traverser
 
-    def run(self, ids: list[TraversalId], sigma: AdvantagePolicy) -> list[TraversalResult]:
-        return run_traversals(self.traverser, ids)
+    def run(
+        self,
+        ids: list[TraversalId],
+        sigma: AdvantagePolicy,
+        on_progress: Callable[[int], None] | None = None,
+    ) -> list[TraversalResult]:
+        if on_progress is None:
+            return run_traversals(self.traverser, ids)
+        # In slices, so that a long call reports ~1% at a time; the results do not change.
+        step = max(1, math.ceil(len(ids) / PROGRESS_STEPS))
+        results: list[TraversalResult] = []
+        for i in range(0, len(ids), step):
+            results.extend(run_traversals(self.traverser, ids[i : i + step]))
+            on_progress(len(results))
+        return results
 
     def close(self) -> None:
         pass
@@ -189,17 +210,14 @@ def _stop_all(workers: list[_Worker]) -> None:
 
 
 class ProcessExecutor:
-    """A pool of ``num_workers`` spawned traversal workers that lives until ``close``."""
+    """A pool of ``num_workers`` spawned traversal workers that lives until ``close``.
+
+    ``num_workers`` (0: the cores this process may use), ``chunk_size`` (0: automatic) and
+    ``retries`` are validated by lostcities/config_checks.py."""
 
     def __init__(
         self, spec: WorkerSpec, num_workers: int = 0, chunk_size: int = 0, retries: int = 1
     ) -> None:
-        if num_workers < 0:
-            raise ValueError(f"traversal.num_workers must be >= 0 (0: cores), got {num_workers}")
-        if chunk_size < 0:
-            raise ValueError(f"traversal.chunk_size must be >= 0 (0: auto), got {chunk_size}")
-        if retries < 0:
-            raise ValueError(f"traversal.worker_retries must be >= 0, got {retries}")
         self.spec = spec
         self.num_workers = num_workers or len(os.sched_getaffinity(0))
         self.chunk_size = chunk_size
@@ -224,7 +242,13 @@ class ProcessExecutor:
         size = self.chunk_size or max(1, math.ceil(len(ids) / tasks))
         return [ids[i : i + size] for i in range(0, len(ids), size)]
 
-    def run(self, ids: list[TraversalId], sigma: AdvantagePolicy) -> list[TraversalResult]:
+    def run(
+        self,
+        ids: list[TraversalId],
+        sigma: AdvantagePolicy,
+        on_progress: Callable[[int], None] | None = None,
+    ) -> list[TraversalResult]:
+        """``on_progress(done)``: called as each chunk's results arrive (a chunk merges whole)."""
         pending = deque((chunk, 0) for chunk in self.chunks(ids))
         results: list[TraversalResult] = []
         snapshot = None  # built at most once per call, sent once per worker
@@ -249,10 +273,15 @@ class ProcessExecutor:
                     self._replace(index, worker.cause_of_death())
                     continue
                 worker.chunk, worker.attempt = chunk, attempt
-            self._collect(pending, results)
+            self._collect(pending, results, on_progress)
         return results
 
-    def _collect(self, pending: deque, results: list[TraversalResult]) -> None:
+    def _collect(
+        self,
+        pending: deque,
+        results: list[TraversalResult],
+        on_progress: Callable[[int], None] | None = None,
+    ) -> None:
         """Wait until at least one busy worker answers or dies, and handle every one that did."""
         busy = [w for w in self.workers if w.chunk is not None]
         if not busy:  # every send failed and was requeued: dispatch again to fresh workers
@@ -269,6 +298,8 @@ class ProcessExecutor:
                     if message[0] == "done":
                         results.extend(message[2])
                         worker.chunk = None
+                        if on_progress is not None:
+                            on_progress(len(results))
                         continue
                     cause = message[2]
             except (EOFError, OSError):
@@ -310,11 +341,10 @@ class ProcessExecutor:
 
 
 def make_executor(spec: WorkerSpec) -> ProcessExecutor | None:
-    """The executor ``spec.traversal.executor`` names; None for ``inline`` (the trainer
-    builds that one on its own sigma)."""
+    """The executor ``spec.traversal.executor`` names (one of EXECUTORS, validated by
+    lostcities/config_checks.py); None for ``inline`` (the trainer builds that one on its
+    own sigma)."""
     cfg = spec.traversal
-    if cfg.executor not in EXECUTORS:
-        raise ValueError(f"traversal.executor must be one of {EXECUTORS}, got {cfg.executor!r}")
     if cfg.executor == "inline":
         return None
     return ProcessExecutor(spec, cfg.num_workers, cfg.chunk_size, cfg.worker_retries)

@@ -118,7 +118,8 @@ class SingleDeepCFRAgent:
 def agents_from_checkpoint(
     path: str | Path, kinds: Sequence[str] = AGENT_KINDS, seed: int = 0
 ) -> dict[str, Agent]:
-    """The agents of a training checkpoint (see the module docstring for the kinds).
+    """The agents of a run's agent file (``agent.pt`` in its run directory) or of a training
+    checkpoint (see the module docstring for the kinds).
     ``seed`` keys single Deep CFR's per-game iteration draws."""
     from lostcities.checkpoint import load_checkpoint
     from lostcities.config import TrainConfig
@@ -127,13 +128,15 @@ def agents_from_checkpoint(
     for kind in kinds:
         if kind not in AGENT_KINDS:
             raise ValueError(f"agent kind must be one of {AGENT_KINDS}, got {kind!r}")
-    state = load_checkpoint(path, required=("trainer", "config"))
+    state = load_checkpoint(path, required=("config",))
+    if "agent" not in state and "trainer" not in state:
+        raise ValueError(f"{path}: neither an agent file nor a training checkpoint")
     if state.get("game") != "lost_cities":
         raise ValueError(
             f"{path}: a Lost Cities checkpoint is needed, got game {state.get('game')!r}"
         )
     cfg = _typed(TrainConfig, state["config"])
-    trainer = state["trainer"]
+    trainer = state.get("agent") or state["trainer"]  # an agent file, or a checkpoint
     dim, actions = spec.ENCODING_SIZE, spec.NUM_ACTIONS
     network = NetworkConfig(**trainer["network"])
     invariant = cfg.determinism.batch_invariant_inference

@@ -19,7 +19,7 @@ import numpy as np
 from lostcities.cfr.exploitability import GameTree
 from lostcities.cfr.policy import iteration_strategies
 from lostcities.config import EvalConfig
-from lostcities.eval.agents import AGENT_KINDS, PLAY_MODES, Agent, choose_actions, trainer_agent
+from lostcities.eval.agents import Agent, choose_actions, trainer_agent
 from lostcities.eval.arena import MatchResult, arena_deal_seed, paired_gain
 from lostcities.eval.opponents import make_bot
 from lostcities.games import lost_cities_spec as spec
@@ -154,12 +154,7 @@ class LostCitiesEvaluator:
     same games (computed once per run: it never changes), and the paired gain over it."""
 
     def __init__(self, cfg: EvalConfig, max_turns: int) -> None:
-        for name in cfg.opponents:
-            make_bot(name, 0)  # fail fast on an unknown bot name
-        if cfg.agent not in AGENT_KINDS[:3]:
-            raise ValueError(f"eval.agent must be one of {AGENT_KINDS[:3]}, got {cfg.agent!r}")
-        if cfg.play not in PLAY_MODES:
-            raise ValueError(f"eval.play must be one of {PLAY_MODES}, got {cfg.play!r}")
+        # eval.opponents, eval.agent and eval.play: validated by lostcities/config_checks.py
         self.cfg = cfg
         self.max_turns = max_turns
         self.baseline: dict[str, MatchResult] = {}  # bot name -> sigma_1's match

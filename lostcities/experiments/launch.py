@@ -28,12 +28,10 @@ _NOT_A_SETTING = ("+experiment=", "experiment.arm=", "run.seed=", "hydra.")
 
 
 def arm_overrides(cfg: ExperimentConfig) -> list[str]:
+    """The overrides of arm ``experiment.arm`` (an index of experiment.arms: validated by
+    lostcities/config_checks.py)."""
     if not cfg.arms:
         return []
-    if not 0 <= cfg.arm < len(cfg.arms):
-        raise ValueError(
-            f"experiment.arm must index experiment.arms (0..{len(cfg.arms) - 1}), got {cfg.arm}"
-        )
     return cfg.arms[cfg.arm].split()
 
 

@@ -45,10 +45,8 @@ def make_game(cfg: GameConfig) -> GameSpec:
         from lostcities.games.leduc import LeducGame
 
         prototype = LeducGame.new().kernel
-    else:
-        raise ValueError(f"game.name must be one of {GAMES}, got {cfg.name!r}")
-    if cfg.utility not in ("score_diff", "win_loss"):
-        raise ValueError(f"game.utility must be 'score_diff' or 'win_loss', got {cfg.utility!r}")
+    else:  # game.name and game.utility: validated by lostcities/config_checks.py
+        raise ValueError(f"unknown game {cfg.name!r}")
     return GameSpec(
         cfg.name,
         prototype,

@@ -42,8 +42,7 @@ class MixedPrecision:
     """
 
     def __init__(self, cfg: AmpConfig, device: str | torch.device, allow_cpu: bool = False) -> None:
-        if cfg.dtype not in DTYPES:
-            raise ValueError(f"amp.dtype must be one of {tuple(DTYPES)}, got {cfg.dtype!r}")
+        # cfg.dtype is a key of DTYPES: validated by lostcities/config_checks.py
         self.device = torch.device(device)
         self.requested = cfg.dtype
         self.dtype = DTYPES[cfg.dtype]

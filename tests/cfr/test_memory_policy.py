@@ -8,6 +8,7 @@ import torch
 
 from lostcities.cfr.memory import ReservoirMemory
 from lostcities.cfr.policy import AdvantagePolicy, regret_matching
+from lostcities.checkpoint import load_checkpoint, save_checkpoint
 from lostcities.rng import Stream
 
 
@@ -62,6 +63,116 @@ def test_bytes_per_sample_is_compact():
     assert memory.bytes_per_sample == 855 * 2 + 14 + 106 * 2 + 4
 
 
+def sparse_batch(n, rng, dim=40, actions=6):
+    """Rows shaped like Lost Cities': features mostly zero (a few ones and fractions),
+    targets nonzero at legal actions only. Also -0.0 and NaN, which must survive bit for bit."""
+    features = np.where(rng.random((n, dim)) < 0.1, rng.choice([1.0, 0.25, -0.1], (n, dim)), 0.0)
+    features[0, 1], features[-1, 2] = -0.0, np.nan
+    masks = (rng.random((n, actions)) < 0.4).astype(np.uint8)
+    masks[:, 0] = 1
+    targets = np.where(masks, rng.normal(size=(n, actions)), 0.0)
+    return features.astype(np.float32), masks, targets.astype(np.float32)
+
+
+def dense_batch(n, rng, dim=40, actions=6):
+    """Rows without zeros: sparse storage would be larger, so the state stays dense."""
+    masks = np.ones((n, actions), dtype=np.uint8)
+    return rng.normal(size=(n, dim)) + 5.0, masks, rng.normal(size=(n, actions)) + 5.0
+
+
+def filled_memory(make, total, capacity=64, seed=0):
+    memory = ReservoirMemory(capacity=capacity, dim=40, num_actions=6)
+    rng, stream = np.random.default_rng(seed), Stream(seed)
+    for k in range(0, total, 25):
+        memory.add(*make(min(25, total - k), rng), iteration=k + 1, stream=stream)
+    return memory
+
+
+def same_bits(a, b):
+    """Equal arrays, bit for bit (NaN == NaN, -0.0 != 0.0)."""
+    a, b = np.asarray(a), np.asarray(b)
+    view = {2: np.uint16, 4: np.uint32}.get(a.itemsize)
+    if a.dtype.kind == "f":
+        a, b = a.view(view), b.view(view)
+    return a.shape == b.shape and np.array_equal(a, b)
+
+
+def rows_of(saved):
+    """First dimension of every stored array: the row count, or nnz for sparse values."""
+    return saved["nonzero"].shape[0] if isinstance(saved, dict) else saved.shape[0]
+
+
+@pytest.mark.parametrize("make", [sparse_batch, dense_batch])
+def test_state_dict_holds_only_filled_rows(make):
+    memory = filled_memory(make, total=40)  # capacity 64: 24 rows never written
+    assert memory.size == 40
+    state = memory.state_dict()
+    for key in ("features", "masks", "targets", "iterations"):
+        assert rows_of(state[key]) == 40, key
+    packed = state["features"]
+    if make is sparse_batch:  # sparse pays: a pattern plus exactly the nonzero values
+        assert isinstance(packed, dict)
+        nonzero = memory.features[:40].view(np.uint16) != 0
+        assert packed["values"].shape == (nonzero.sum(),)
+        assert isinstance(state["targets"], dict)
+    else:  # no zeros: the pattern would only add bytes
+        assert isinstance(packed, torch.Tensor) and packed.shape == (40, 40)
+    assert state["size"] == 40 and state["seen"] == 40 and state["capacity"] == 64
+
+
+@pytest.mark.parametrize("make", [sparse_batch, dense_batch])
+@pytest.mark.parametrize("total", [0, 40, 200])  # empty, partly filled, full and replacing
+def test_round_trip_through_a_checkpoint_continues_identically(tmp_path, make, total):
+    original = filled_memory(make, total)
+    path = tmp_path / "ckpt.pt"
+    save_checkpoint(path, {"memory": original.state_dict()})  # weights_only-loadable payload
+    restored = ReservoirMemory(capacity=64, dim=40, num_actions=6)
+    restored.load_state_dict(load_checkpoint(path)["memory"])
+    n = original.size
+    assert (restored.size, restored.seen) == (n, original.seen)
+    for name in ("features", "masks", "targets", "iterations"):
+        assert same_bits(getattr(restored, name)[:n], getattr(original, name)[:n]), name
+    # Same stream and generator from here: same replacements and the same minibatches.
+    rng_a, rng_b = np.random.default_rng(5), np.random.default_rng(5)
+    for k in range(4):
+        original.add(*make(30, rng_a), iteration=99 + k, stream=Stream(k))
+        restored.add(*make(30, rng_b), iteration=99 + k, stream=Stream(k))
+    assert (restored.size, restored.seen) == (original.size, original.seen)
+    for name in ("features", "masks", "targets", "iterations"):
+        assert same_bits(getattr(restored, name), getattr(original, name)), name
+    x = original.sample(32, np.random.default_rng(1), torch.device("cpu"))
+    y = restored.sample(32, np.random.default_rng(1), torch.device("cpu"))
+    for u, v in zip(x, y, strict=True):
+        assert same_bits(u.numpy(), v.numpy())
+
+
+@pytest.mark.parametrize("whole", [True, False])
+def test_older_dense_states_still_load(whole):
+    """Older checkpoints stored dense arrays: whole (capacity rows) or the filled rows."""
+    original = filled_memory(sparse_batch, total=40)
+    rows = slice(None) if whole else slice(0, 40)
+    old = {"capacity": 64, "size": 40, "seen": 40}  # no dim / num_actions keys back then
+    for name in ("features", "masks", "targets", "iterations"):
+        old[name] = torch.from_numpy(getattr(original, name)[rows].copy())
+    assert old["features"].shape[0] == (64 if whole else 40)
+    restored = ReservoirMemory(capacity=64, dim=40, num_actions=6)
+    restored.load_state_dict(old)
+    assert restored.size == 40 and restored.seen == 40
+    for name in ("features", "masks", "targets", "iterations"):
+        assert same_bits(getattr(restored, name)[:40], getattr(original, name)[:40]), name
+
+
+def test_mismatched_states_are_refused():
+    state = filled_memory(sparse_batch, total=40).state_dict()
+    with pytest.raises(ValueError, match="dim 40, this one 30"):
+        ReservoirMemory(capacity=64, dim=30, num_actions=6).load_state_dict(state)
+    with pytest.raises(ValueError, match="capacity 16"):
+        ReservoirMemory(capacity=16, dim=40, num_actions=6).load_state_dict(state)
+    state["features"]["values"] = state["features"]["values"][:-1]
+    with pytest.raises(ValueError, match="features hold"):
+        ReservoirMemory(capacity=64, dim=40, num_actions=6).load_state_dict(state)
+
+
 def test_regret_matching_known_answers():
     advantages = np.array([[1.0, 3.0, -2.0], [-1.0, -3.0, -0.5], [2.0, 5.0, 1.0]])
     masks = np.array([[1, 1, 1], [1, 1, 0], [1, 0, 1]], dtype=np.uint8)
@@ -85,12 +196,6 @@ def test_untrained_player_plays_uniform_and_cache_is_exact():
     policy(np.array([0], np.int8), features[:1], masks[:1], cached)
     expected = regret_matching(net(torch.from_numpy(features[:1])).detach().numpy(), masks[:1])
     np.testing.assert_allclose(cached, expected)
-
-
-@pytest.mark.parametrize("capacity", [0, -5])
-def test_bad_capacity_is_rejected(capacity):
-    with pytest.raises(ValueError, match="capacity"):
-        ReservoirMemory(capacity=capacity, dim=2, num_actions=2)
 
 
 def _fixed_strategy(players, features, masks):
@@ -122,5 +227,3 @@ def test_warm_start_seeds_regrets_with_sigma_1_and_fades():
     policy.set_network(0, net, regret_weight=1.0)
     policy(np.array([0], np.int8), features, masks, out)
     assert out[0, 0] > 0.45  # at W_t = 1 the seed still holds sigma_1's favourite
-    with pytest.raises(ValueError, match="traversal.warm_start"):
-        AdvantagePolicy(warm_start=-1.0)

@@ -267,15 +267,3 @@ def test_kernel_never_applies_an_illegal_or_missing_action(debug):
         traverser = make_traverser(game.prototype, illegal, cfg, 0)
         with pytest.raises(ValueError, match="is not legal"):
             traverser.run(1, 0, 0)
-
-
-def test_bad_worker_settings_fail_with_the_key():
-    for override, key in [
-        ("traversal.executor=threads", "traversal.executor"),
-        ("traversal.num_workers=-1", "traversal.num_workers"),
-        ("traversal.chunk_size=-2", "traversal.chunk_size"),
-        ("traversal.worker_retries=-1", "traversal.worker_retries"),
-    ]:
-        cfg = config([*LEDUC, "traversal.executor=processes", override])
-        with pytest.raises(ValueError, match=key):
-            build_executor(cfg)

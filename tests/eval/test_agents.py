@@ -114,6 +114,18 @@ def test_checkpoint_agents(lost_cities_checkpoint):
         assert probs.sum() == pytest.approx(1.0) and np.all(probs[masks == 0] == 0)
 
 
+def test_agent_file_plays_like_the_checkpoint(lost_cities_checkpoint):
+    agent_file = lost_cities_checkpoint.parent.parent / "agent.pt"
+    assert agent_file.stat().st_size < lost_cities_checkpoint.stat().st_size / 5
+    from_file = agents_from_checkpoint(agent_file, seed=1)
+    from_checkpoint = agents_from_checkpoint(lost_cities_checkpoint, seed=1)
+    game = LostCitiesGame.from_seed(2)
+    features, masks = game.encode(0)[None], game.legal_mask()[None]
+    for kind, agent in from_file.items():
+        args = (np.array([3]), np.zeros(1, np.int8), features, masks)
+        assert np.array_equal(agent.probs(*args), from_checkpoint[kind].probs(*args))
+
+
 def test_checkpoint_agents_reject_a_checkpoint_without_iteration_nets(
     lost_cities_checkpoint, tmp_path
 ):

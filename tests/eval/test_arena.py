@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 
-from lostcities.arena import main
+from lostcities.arena import main, make_player, parse_args
 from lostcities.eval.arena import (
     MatchResult,
     arena_deal_seed,
@@ -94,9 +95,38 @@ def test_cli_prints_a_table(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_cli_rejects_an_unknown_bot(capsys: pytest.CaptureFixture[str]) -> None:
-    with pytest.raises(SystemExit) as info:
-        main(["alphago", "random"])
-    assert info.value.code == 2
+    assert main(["alphago", "random"]) == 2
     err = capsys.readouterr().err
     assert "invalid choice" in err
     assert all(name in err for name in BOT_NAMES)
+
+
+def test_cli_plays_an_agent_file(
+    lost_cities_checkpoint: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    agent = str(lost_cities_checkpoint.parent.parent / "agent.pt")
+    assert main([agent, "cautious", "--games", "4", "--seed", "1"]) == 0
+    out = capsys.readouterr().out
+    for label in ("games", "A win rate", "W / D / L", "mean diff", "mean score", "capped"):
+        assert label in out
+    assert f"A = {agent} [sdcfr, sampled]" in out and "B = cautious" in out
+
+
+def test_an_agent_file_plays_reproducibly(lost_cities_checkpoint: Path) -> None:
+    args = parse_args([str(lost_cities_checkpoint), "random", "--agent", "current"])
+
+    def run() -> MatchResult:
+        agent = make_player(str(lost_cities_checkpoint), args, 1)
+        return play_match(agent, make_bot("random", 2), games=2, seed=5)
+
+    assert run() == run()
+
+
+def test_cli_rejects_a_path_that_is_no_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = str(tmp_path / "agent.pt")
+    assert main([missing, "cautious"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"error: invalid choice {missing!r}")
+    assert "bot (random," in err[0] and "agent file or checkpoint" in err[0]

@@ -41,12 +41,15 @@ def test_leduc_rollout_scheme_learns(tmp_path):
     assert rows[-1]["eval/exploitability"] < 0.6
 
 
-def test_lost_cities_default_run_beats_random_and_discard_only(tmp_path):
-    """The default run (no overrides, ~10 min): >= 90% vs random, >= 55% vs discard_only,
-    scoring above zero on average."""
+def test_lost_cities_default_run_gains_over_sigma1(tmp_path):
+    """The default run (no overrides, ~10 min), evaluated as shipped (single Deep CFR,
+    sampled): its paired score gain over sigma_1 (the heuristic it starts from, played the
+    same way on the same 200 games) has its 95% interval above zero against each of these
+    bots. sigma_1 itself gains exactly 0, so a CFR regression that falls back to the
+    heuristic fails here (issue 9; the bars the heuristic already met are gone)."""
     rows = run([], tmp_path)
     final = rows[-1]
-    assert final["eval/random/win_rate0"] >= 0.90
-    assert final["eval/discard_only/win_rate0"] >= 0.55
-    assert final["eval/discard_only/score_diff"] > 0
+    for bot in ("discard_only", "cautious", "committer", "sigma1_greedy"):
+        assert final[f"eval/{bot}/gain_score_diff_low"] > 0, bot
+    assert final["eval/random/win_rate0"] >= 0.95
     assert sum(r["time/iteration_seconds"] for r in rows) < 20 * 60
