@@ -44,7 +44,7 @@ def test_leduc_rollout_scheme_learns(tmp_path):
 def test_lost_cities_default_run_gains_over_sigma1(tmp_path):
     """The default run (no overrides, ~10 min), evaluated as shipped (single Deep CFR,
     sampled): its paired score gain over sigma_1 (the heuristic it starts from, played the
-    same way on the same 200 games) has its 95% interval above zero against each of these
+    same way on the same 400 games) has its 95% interval above zero against each of these
     bots. sigma_1 itself gains exactly 0, so a CFR regression that falls back to the
     heuristic fails here (issue 9; the bars the heuristic already met are gone)."""
     rows = run([], tmp_path)
