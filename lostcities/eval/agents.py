@@ -99,12 +99,17 @@ class SingleDeepCFRAgent:
         self.seed = seed
         weights = np.arange(1, len(strategies) + 1, dtype=np.float64)
         self.cumulative = np.cumsum(weights / weights.sum())
+        self._picks: dict[int, int] = {}  # game -> its iteration index
 
     def iteration_of(self, game: int) -> int:
         """0-based index of the iteration game ``game`` plays (fixed for the game)."""
-        key = stream_key(self.seed, int(game), 0, 0, SDCFR_STREAM)
-        u = np.random.Generator(np.random.PCG64(key)).random()
-        return min(int(np.searchsorted(self.cumulative, u, side="right")), len(self.strategies) - 1)
+        pick = self._picks.get(game)
+        if pick is None:  # drawn once per game, not at each of its ~50 decisions
+            key = stream_key(self.seed, int(game), 0, 0, SDCFR_STREAM)
+            u = np.random.Generator(np.random.PCG64(key)).random()
+            last = len(self.strategies) - 1
+            pick = self._picks[game] = min(int(np.searchsorted(self.cumulative, u, "right")), last)
+        return pick
 
     def probs(self, games, players, features, masks) -> np.ndarray:
         out = np.zeros(masks.shape)
