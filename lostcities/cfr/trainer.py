@@ -140,7 +140,7 @@ class DeepCFRTrainer:
         self.advantage_optimizers: list[torch.optim.Optimizer | None] = [None, None]
         # iteration_advantage_nets[p][t - 1]: player p's advantage weights after iteration t
         # (clean CPU copies, ~1.4 MB each for compact): the strategies sigma_{t+1} that
-        # single Deep CFR (lostcities/agent.py) samples from at play time.
+        # single Deep CFR (lostcities/eval/agents.py) samples from at play time.
         self.iteration_advantage_nets: list[list[dict[str, torch.Tensor]]] = [[], []]
         self.policy_net = self._new_net(Purpose.NETWORK_INIT, 0, 2)
         self.policy_optimizer = torch.optim.Adam(self.policy_net.parameters(), lr=optim.strategy_lr)
