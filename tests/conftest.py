@@ -75,3 +75,18 @@ def lost_cities_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
     run_dir = tmp_path_factory.mktemp("lost_cities_tiny")
     train_run(LOST_CITIES_TINY, run_dir)
     return run_dir / "checkpoints" / "ckpt_000002.pt"
+
+
+def session_processes(sid: int) -> list[int]:
+    """PIDs (not zombies) whose session is ``sid``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(") ", 1)[1].split()
+        except OSError:
+            continue
+        if fields[0] != "Z" and int(fields[3]) == sid:
+            found.append(int(entry.name))
+    return found

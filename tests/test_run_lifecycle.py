@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import session_processes
 from hydra import compose, initialize_config_module
 from mlflow import MlflowClient
 from omegaconf import OmegaConf
@@ -93,21 +94,6 @@ def test_resumed_run_continues_one_mlflow_run_with_provenance_tags(tmp_path, mlf
     )
 
 
-def _session_processes(sid: int) -> list[int]:
-    """PIDs (not zombies) whose session is ``sid``."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rsplit(") ", 1)[1].split()
-        except OSError:
-            continue
-        if fields[0] != "Z" and int(fields[3]) == sid:
-            found.append(int(entry.name))
-    return found
-
-
 def test_sigterm_ends_the_run_killed_and_resume_finishes_it(tmp_path, mlflow_uri):
     overrides = [
         *KUHN,
@@ -131,7 +117,7 @@ def test_sigterm_ends_the_run_killed_and_resume_finishes_it(tmp_path, mlflow_uri
     while latest_checkpoint(ckpts) is None and time.monotonic() < deadline:
         assert proc.poll() is None, proc.stderr.read()
         time.sleep(0.2)
-    assert len(_session_processes(proc.pid)) >= 3  # the trainer and its two workers
+    assert len(session_processes(proc.pid)) >= 3  # the trainer and its two workers
     os.kill(proc.pid, signal.SIGTERM)  # the trainer only: what kill, docker stop do
     _, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 143, stderr
@@ -148,7 +134,7 @@ def test_sigterm_ends_the_run_killed_and_resume_finishes_it(tmp_path, mlflow_uri
     done = load_checkpoint(last)["trainer"]["iteration"]
     assert 1 <= done <= at
     time.sleep(0.5)
-    assert _session_processes(proc.pid) == []  # the workers are gone too
+    assert session_processes(proc.pid) == []  # the workers are gone too
     (killed,) = life_runs(mlflow_uri)
     assert killed.info.status == "KILLED"
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import session_processes
 from hydra import compose, initialize_config_module
 from hydra.errors import ConfigCompositionException
 from omegaconf import OmegaConf
@@ -287,21 +288,6 @@ def test_command_line_workers_give_the_same_mlflow_metrics(tmp_path, mlflow_uri)
     assert "eval/exploitability" in metrics(runs[0])
 
 
-def _session_processes(sid: int) -> list[int]:
-    """PIDs (not zombies) whose session is ``sid``."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rsplit(") ", 1)[1].split()
-        except OSError:
-            continue
-        if fields[0] != "Z" and int(fields[3]) == sid:
-            found.append(int(entry.name))
-    return found
-
-
 def test_ctrl_c_stops_workers_and_keeps_the_last_checkpoint(tmp_path):
     import signal
     import time
@@ -331,12 +317,12 @@ def test_ctrl_c_stops_workers_and_keeps_the_last_checkpoint(tmp_path):
     while latest_checkpoint(ckpts) is None and time.monotonic() < deadline:
         assert proc.poll() is None, proc.stderr.read()
         time.sleep(0.2)
-    assert len(_session_processes(proc.pid)) >= 3  # the trainer and its two workers
+    assert len(session_processes(proc.pid)) >= 3  # the trainer and its two workers
     os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does
     _, stderr = proc.communicate(timeout=60)
     assert proc.returncode != 0
     assert "interrupted" in stderr
     time.sleep(0.5)
-    assert _session_processes(proc.pid) == []
+    assert session_processes(proc.pid) == []
     last = latest_checkpoint(ckpts)
     assert load_checkpoint(last)["trainer"]["iteration"] >= 1
