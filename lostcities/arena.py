@@ -2,10 +2,12 @@
 
 python -m lostcities.arena cautious random --games 400 --seed 0
 python -m lostcities.arena outputs/DAY/TIME_lost_cities/agent.pt cautious --agent sdcfr
+python -m lostcities.arena outputs/DAY/TIME_lost_cities/agent.pt committer --search 64
 
 A player is a bot name or the path of a run's agent file (or a training checkpoint);
 a file plays its ``--agent`` kind (default: single Deep CFR when the file has the
-per-iteration nets, else the current strategy), moves chosen ``--play`` greedy or sampled.
+per-iteration nets, else the current strategy), moves chosen ``--play`` greedy or sampled,
+or with ``--search K`` through play-time search over that agent (lostcities/eval/search.py).
 """
 
 from __future__ import annotations
@@ -18,9 +20,16 @@ from pathlib import Path
 
 import numpy as np
 
-from lostcities.eval.agents import PLAY_MODES, Agent, agents_from_checkpoint, choose_actions
+from lostcities.eval.agents import (
+    PLAY_MODES,
+    Agent,
+    agent_probs,
+    agents_from_checkpoint,
+    choose_actions,
+)
 from lostcities.eval.arena import MatchResult, play_match
 from lostcities.eval.opponents import BOT_NAMES, Bot, make_bot
+from lostcities.eval.search import SearchAgent, SearchConfig
 from lostcities.games.lost_cities import LostCitiesGame
 from lostcities.games.lost_cities_spec import DEFAULT_MAX_TURNS
 from lostcities.rng import Stream, stream_key
@@ -69,9 +78,9 @@ class AgentBot:
             self.stream = Stream(stream_key(self.seed, self.index, self.slot, 0, AGENT_STREAM))
         seat = game.current_player
         masks = game.legal_mask()[None]
-        probs = self.agent.probs(
-            np.array([self.index]), np.array([seat], dtype=np.int8), game.encode(seat)[None], masks
-        )
+        players = np.array([seat], dtype=np.int8)
+        features = game.encode(seat)[None]
+        probs = agent_probs(self.agent, np.array([self.index]), players, features, masks, [game])
         return choose_actions(probs, masks, self.play, [self.stream])[0]
 
 
@@ -94,7 +103,17 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         default="sampled",
         help="how an agent picks (default sampled: single Deep CFR was measured strongest so)",
     )
+    parser.add_argument(
+        "--search",
+        type=int,
+        default=0,
+        metavar="K",
+        help="an agent file plays through play-time search with K redeals per move "
+        "(lostcities/eval/search.py; 0: off)",
+    )
     args = parser.parse_args(argv)
+    if args.search < 0:
+        parser.error(f"--search must be >= 0, got {args.search}")
     if args.games <= 0:
         parser.error(f"--games must be positive, got {args.games}")
     return args
@@ -117,6 +136,8 @@ def make_player(name: str, args: argparse.Namespace, slot: int) -> Bot:
         )
     seed = stream_key(args.seed, slot)
     agent = load_agent(name, args.agent, seed)
+    if args.search:
+        agent = SearchAgent(agent, SearchConfig(determinizations=args.search, seed=seed))
     return AgentBot(agent, f"{name} [{agent.name}, {args.play}]", args.play, seed, slot)
 
 

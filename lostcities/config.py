@@ -127,6 +127,9 @@ class OptimConfig:
     """SGD steps each time the policy network is trained."""
     strategy_batch_size: int = 1024
     strategy_lr: float = 1e-3
+    lr_schedule: str = "constant"
+    """Learning rate within each training (advantage and policy fits): ``constant`` or
+    ``cosine`` (from the set rate down to 0 over the fit's steps; the rate is restored after)."""
     grad_clip: float = 1.0
     """Max global gradient norm (0 disables clipping)."""
     policy_training: str = "scratch"

@@ -22,7 +22,7 @@ from typing import Any, NamedTuple
 from lostcities.cfr._traverse import SCHEMES
 from lostcities.cfr.initial import INITIAL_STRATEGIES
 from lostcities.cfr.networks import KINDS
-from lostcities.cfr.trainer import POLICY_TRAINING, UPDATES
+from lostcities.cfr.trainer import LR_SCHEDULES, POLICY_TRAINING, UPDATES
 from lostcities.cfr.workers import EXECUTORS
 from lostcities.config import TrainConfig
 from lostcities.eval.agents import AGENT_KINDS, PLAY_MODES
@@ -183,6 +183,7 @@ RULES: dict[str, Rule] = {
     "optim.strategy_steps": integer(1),
     "optim.strategy_batch_size": integer(1),
     "optim.strategy_lr": positive(),
+    "optim.lr_schedule": one_of(LR_SCHEDULES),
     "optim.grad_clip": non_negative(),  # 0: no clipping
     "optim.policy_training": one_of(POLICY_TRAINING),
     "optim.augment_symmetries": boolean(),

@@ -5,11 +5,16 @@
 
 Each checkpoint is one training seed. For every agent kind (lostcities/eval/agents.py),
 play mode and bot, the agent plays ``--games`` games (deals, seats and bot seeds fixed by
-``--seed``), and so does sigma_1 (the run's initial strategy) played the same way on the
-same games; the paired gain is the mean per-game difference (agent minus sigma_1) of the
-win indicator (draw = 1/2) and of the score difference, with a 95% normal interval. The
-table gives, over the checkpoints, the mean and min..max of the win rate, score
-difference and gains, and the interval of the gain over all pairs of all checkpoints.
+``--seed``), and so does sigma_1 (the runs' initial strategy, played once: the same for
+every checkpoint) played the same way on the same games; the paired gain is the mean
+per-game difference (agent minus sigma_1) of the win indicator (draw = 1/2) and of the
+score difference, with a 95% normal interval. The table gives, over the checkpoints, the
+mean and min..max of the win rate, score difference and gains, and the interval of the
+gain over all pairs of all checkpoints.
+
+``--search K`` plays every agent, and sigma_1 with it, through the play-time search of
+lostcities/eval/search.py (K redeals per decision; ``--search-*`` set the rest) instead
+of the play modes; the table then also gives the search's milliseconds per move.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from lostcities.eval.agents import AGENT_KINDS, PLAY_MODES, agents_from_checkpoi
 from lostcities.eval.arena import paired_gain, pooled_paired_gain
 from lostcities.eval.evaluate import play_agent_match
 from lostcities.eval.opponents import BOT_NAMES
+from lostcities.eval.search import ROLLOUT_PLAYS, ROLLOUT_POLICIES, SearchAgent, SearchConfig
 
 DEFAULT_BOTS = "random,discard_only,eager,cautious,committer,sigma1_greedy"
 
@@ -56,6 +62,15 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--jobs", type=int, default=1, help="checkpoints evaluated in parallel processes"
     )
     parser.add_argument("--json", metavar="FILE", help="also write every number here")
+    search = parser.add_argument_group("play-time search (lostcities/eval/search.py)")
+    search.add_argument(
+        "--search", type=int, default=0, metavar="K", help="redeals per decision (0: no search)"
+    )
+    search.add_argument("--search-candidates", type=int, default=0, metavar="N")
+    search.add_argument("--search-margin", type=float, default=2.0, metavar="Z")
+    search.add_argument("--search-rollout", default="heuristic", choices=ROLLOUT_POLICIES)
+    search.add_argument("--search-rollout-play", default="greedy", choices=ROLLOUT_PLAYS)
+    search.add_argument("--search-blueprint-plies", type=int, default=0, metavar="P")
     args = parser.parse_args(argv)
     if args.jobs < 1 or args.threads < 1:
         parser.error(f"--jobs and --threads must be >= 1, got {args.jobs} and {args.threads}")
@@ -64,29 +79,75 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     args.agents = _names(args.agents, [k for k in AGENT_KINDS if k != "sigma1"], "--agents")
     args.play = _names(args.play, PLAY_MODES, "--play")
     args.bots = _names(args.bots, BOT_NAMES, "--bots")
+    args.search_config = None
+    if args.search:
+        try:
+            args.search_config = SearchConfig(
+                determinizations=args.search,
+                candidates=args.search_candidates,
+                margin=args.search_margin,
+                rollout=args.search_rollout,
+                rollout_play=args.search_rollout_play,
+                blueprint_plies=args.search_blueprint_plies,
+                seed=args.seed,
+            )
+        except ValueError as e:
+            parser.error(f"--search: {e}")
+        args.play = ["search"]  # one-hot choices: sampled and greedy coincide
     return args
 
 
-def evaluate_checkpoint(path: str, args: argparse.Namespace) -> dict:
-    """{(agent, play, bot): (agent's MatchResult, sigma_1's MatchResult)} of one checkpoint."""
-    agents = agents_from_checkpoint(path, [*args.agents, "sigma1"], seed=args.seed)
-    out = {}
+def evaluate_checkpoint(path: str, kinds: Sequence[str], args: argparse.Namespace) -> dict:
+    """{(kind, play, bot): (MatchResult, search ms per move or None)} for the agents
+    ``kinds`` of one checkpoint, and {"initial_strategy": name}."""
+    agents = agents_from_checkpoint(path, kinds, seed=args.seed)
+    out = {"initial_strategy": initial_strategy_of(path)}
     for play in args.play:
         for bot in args.bots:
-            base = play_agent_match(
-                agents["sigma1"], bot, args.games, args.seed, args.batch_size, play=play
-            ).result
-            for kind in args.agents:
+            for kind in kinds:
+                agent, mode = agents[kind], play
+                if play == "search":
+                    agent, mode = SearchAgent(agent, args.search_config), "greedy"
                 match = play_agent_match(
-                    agents[kind], bot, args.games, args.seed, args.batch_size, play=play
+                    agent, bot, args.games, args.seed, args.batch_size, play=mode
                 ).result
-                out[(kind, play, bot)] = (match, base)
+                per_move = 1000 * agent.seconds / agent.decisions if play == "search" else None
+                out[(kind, play, bot)] = (match, per_move)
     return out
 
 
-def _evaluate_in_worker(path: str, args: argparse.Namespace) -> dict:
+def initial_strategy_of(path: str) -> str:
+    """The name of the initial strategy (sigma_1) a checkpoint's run started from."""
+    from lostcities.checkpoint import load_checkpoint
+
+    config = load_checkpoint(path, required=("config",))["config"]
+    return config.get("traversal", {}).get("initial_strategy", "uniform")
+
+
+def _evaluate_in_worker(path: str, kinds: Sequence[str], args: argparse.Namespace) -> dict:
     torch.set_num_threads(args.threads)
-    return evaluate_checkpoint(path, args)
+    return evaluate_checkpoint(path, kinds, args)
+
+
+def pair_with_baseline(agent_results: list[dict], baseline: dict) -> list[dict]:
+    """Each checkpoint's {(kind, play, bot): (agent's MatchResult, sigma_1's, ms per move)}:
+    sigma_1 was played once (from the first checkpoint); every checkpoint must share it."""
+    paired = []
+    for result in agent_results:
+        if result["initial_strategy"] != baseline["initial_strategy"]:
+            raise ValueError(
+                f"checkpoints start from different initial strategies "
+                f"({baseline['initial_strategy']!r} and {result['initial_strategy']!r}): "
+                "evaluate them separately"
+            )
+        pairs = {}
+        for key, value in result.items():
+            if key != "initial_strategy":
+                _, play, bot = key
+                match, per_move = value
+                pairs[key] = (match, baseline[("sigma1", play, bot)][0], per_move)
+        paired.append(pairs)
+    return paired
 
 
 def _spread(values: list[float], fmt: str) -> str:
@@ -103,14 +164,19 @@ def report(results: list[dict], args: argparse.Namespace) -> tuple[str, list[dic
         "95% interval over all pairs",
         "",
         "| agent | play | bot | win rate | score diff | sigma1 win rate | gain win rate "
-        "[95%] | gain score [95%] |",
-        "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: |",
+        "[95%] | gain score [95%] |" + (" ms/move |" if args.search else ""),
+        "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: |"
+        + (" ---: |" if args.search else ""),
     ]
+    if args.search:
+        lines[0] += f"; search: {args.search_config}"
     rows = []
     for kind in args.agents:
         for play in args.play:
             for bot in args.bots:
-                pairs = [r[(kind, play, bot)] for r in results]
+                triples = [r[(kind, play, bot)] for r in results]
+                pairs = [(a, b) for a, b, _ in triples]
+                per_move = [ms for _, _, ms in triples if ms is not None]
                 win = [a.win_rate() for a, _ in pairs]
                 diff = [a.mean_diff() for a, _ in pairs]
                 base = [b.win_rate() for _, b in pairs]
@@ -123,6 +189,7 @@ def report(results: list[dict], args: argparse.Namespace) -> tuple[str, list[dic
                     f"{_spread(diff, '+.1f')} | {_spread(base, '.3f')} | "
                     f"{pooled.win_rate:+.3f} [{lo:+.3f}, {hi:+.3f}] | "
                     f"{pooled.score_diff:+.1f} [{slo:+.1f}, {shi:+.1f}] |"
+                    + (f" {_spread(per_move, '.1f')} |" if per_move else "")
                 )
                 rows.append(
                     {
@@ -141,6 +208,7 @@ def report(results: list[dict], args: argparse.Namespace) -> tuple[str, list[dic
                         "pooled_gain_win_rate_ci": pooled.win_rate_ci,
                         "pooled_gain_score_diff": pooled.score_diff,
                         "pooled_gain_score_diff_ci": pooled.score_diff_ci,
+                        "search_ms_per_move": per_move,
                     }
                 )
     return "\n".join(lines), rows
@@ -150,15 +218,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     torch.set_num_threads(args.threads)
     start = time.perf_counter()
+    # sigma_1 is the same rule for every checkpoint (checked): it plays once, as task 0
+    tasks = [(args.checkpoints[0], ["sigma1"], args)]
+    tasks += [(path, args.agents, args) for path in args.checkpoints]
     try:
-        if args.jobs > 1:  # one process per checkpoint: the matches are independent
+        if args.jobs > 1:  # one process per task: the matches are independent
             context = multiprocessing.get_context("spawn")
-            with context.Pool(min(args.jobs, len(args.checkpoints))) as pool:
-                results = pool.starmap(
-                    _evaluate_in_worker, [(path, args) for path in args.checkpoints]
-                )
+            with context.Pool(min(args.jobs, len(tasks))) as pool:
+                done = pool.starmap(_evaluate_in_worker, tasks)
         else:
-            results = [evaluate_checkpoint(path, args) for path in args.checkpoints]
+            done = [evaluate_checkpoint(*task) for task in tasks]
+        results = pair_with_baseline(done[1:], done[0])
     except (OSError, ValueError) as e:  # CheckpointError is a ValueError
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -172,6 +242,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     "checkpoints": args.checkpoints,
                     "games": args.games,
                     "seed": args.seed,
+                    "search": str(args.search_config) if args.search else None,
                     "rows": rows,
                 },
                 f,

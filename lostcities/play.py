@@ -1,6 +1,6 @@
 """Play Lost Cities against a trained agent in the terminal.
 
-    python -m lostcities.play outputs/DAY/TIME_lost_cities/agent.pt [--agent sdcfr]
+    python -m lostcities.play outputs/DAY/TIME_lost_cities/agent.pt [--agent sdcfr] [--search 64]
         [--play sampled] [--seed N] [--seat 0]
 
 Moves are typed by short names (case-insensitive) or by their number in the list shown:
@@ -26,8 +26,9 @@ from typing import TextIO
 import numpy as np
 
 from lostcities.arena import AGENT_CHOICES, load_agent
-from lostcities.eval.agents import PLAY_MODES, Agent, choose_actions
+from lostcities.eval.agents import PLAY_MODES, Agent, agent_probs, choose_actions
 from lostcities.eval.arena import arena_deal_seed
+from lostcities.eval.search import SearchAgent, SearchConfig
 from lostcities.games import lost_cities_spec as spec
 from lostcities.games.lost_cities import LostCitiesGame
 from lostcities.rng import Stream, stream_key
@@ -271,9 +272,8 @@ class Session:
         game, seat, names = self.game, self.game.current_player, []
         while not game.is_terminal and game.current_player == seat:
             masks = game.legal_mask()[None]
-            probs = self.agent.probs(
-                np.array([0]), np.array([seat], dtype=np.int8), game.encode(seat)[None], masks
-            )
+            players, features = np.array([seat], dtype=np.int8), game.encode(seat)[None]
+            probs = agent_probs(self.agent, np.array([0]), players, features, masks, [game])
             action = choose_actions(probs, masks, self.play, [self.stream])[0]
             name = move_name(action)
             if action > spec.DRAW_DECK:
@@ -354,7 +354,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--play", choices=PLAY_MODES, default="sampled", help="default sampled")
     parser.add_argument("--seed", type=int, help="deal seed (default: a fresh one, printed)")
     parser.add_argument("--seat", type=int, choices=(0, 1), default=0, help="0 moves first")
-    return parser.parse_args(argv)
+    parser.add_argument(
+        "--search", type=int, default=0, metavar="K", help="search K redeals per move (0: off)"
+    )
+    args = parser.parse_args(argv)
+    if args.search < 0:
+        parser.error(f"--search must be >= 0, got {args.search}")
+    return args
 
 
 def main(
@@ -366,6 +372,8 @@ def main(
     seed = args.seed if args.seed is not None else secrets.randbelow(1_000_000)
     try:
         agent = load_agent(args.path, args.agent, seed)
+        if args.search:
+            agent = SearchAgent(agent, SearchConfig(determinizations=args.search, seed=seed))
     except (OSError, ValueError) as e:  # CheckpointError is a ValueError
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -31,6 +31,7 @@ class Purpose(IntEnum):
     TRAINING = 8
     NETWORK_INIT = 9
     EVALUATION = 10
+    SEARCH = 11
 
 
 def mix64(z: int) -> int:

@@ -139,3 +139,9 @@ def test_a_missing_file_is_one_error_line(
     assert main([str(tmp_path / "nope.pt"), "--seed", "1"], io.StringIO("")) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: ") and "not found" in err[0]
+
+
+def test_the_agent_can_search_at_play_time(agent_file: Path) -> None:
+    code, out = play(agent_file, "1\n" * 400, "--search", "4")
+    assert code == 0
+    assert "[search(sdcfr), sampled]" in out and "final scores" in out

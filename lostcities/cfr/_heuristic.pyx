@@ -10,8 +10,13 @@ bit; the property tests in ``tests/cfr/test_heuristic_kernel.py`` hold them
 to it.
 """
 
+import numpy as np
+
 from libc.math cimport INFINITY
-from libc.stdint cimport uint8_t
+from libc.stdint cimport int8_t, uint8_t, uint64_t
+
+from lostcities._rng cimport Rng, rng_choice, rng_init
+from lostcities.games._state cimport MAX_ACTIONS, GameState
 
 from lostcities.games import lost_cities_spec as spec
 
@@ -194,3 +199,58 @@ def lost_cities_heuristic_into(
         for i in range(n):
             best = _best_action(&features[i, 0], &masks[i, 0], &rank_values[0], open_points)
             _sigma(&masks[i, 0], best, explore, &out[i, 0])
+
+
+def heuristic_playouts(
+    list states,
+    const int8_t[::1] viewers,
+    const uint64_t[::1] keys,
+    double[::1] out,
+    const double[::1] rank_values,
+    double explore,
+    double open_points,
+):
+    """Play each Lost Cities state of ``states`` (GameState kernels, changed in place) to
+    its end with both seats on the heuristic, and write ``viewers[i]``'s return into
+    ``out[i]``. Each decision encodes the acting player's view, takes the rule's best
+    action, and with ``explore`` > 0 draws from sigma (``_sigma``) with the stream
+    ``keys[i]`` instead; ``explore`` = 0 plays the best action. The pure-Python twin is
+    ``lostcities.eval.search.heuristic_playouts_reference``."""
+    cdef Py_ssize_t n = len(states), i
+    cdef GameState state
+    cdef int player, best, action
+    cdef Rng rng
+    cdef double[2] returns
+    cdef double[MAX_ACTIONS] sigma
+    cdef uint8_t[MAX_ACTIONS] mask
+    cdef float[::1] row
+    if viewers.shape[0] != n or keys.shape[0] != n or out.shape[0] != n:
+        raise ValueError(
+            f"states ({n}), viewers ({viewers.shape[0]}), keys ({keys.shape[0]}) and out "
+            f"({out.shape[0]}) must have the same length"
+        )
+    if rank_values.shape[0] != RANKS:
+        raise ValueError(f"rank_values needs {RANKS} entries, got {rank_values.shape[0]}")
+    for i in range(n):
+        state = <GameState?>states[i]
+        if state.num_actions != NUM_ACTIONS or state.encoding_size < MIN_WIDTH:
+            raise ValueError(f"states[{i}] is not a Lost Cities state")
+        if i == 0:
+            row = np.empty(state.encoding_size, dtype=np.float32)
+        elif row.shape[0] != state.encoding_size:
+            raise ValueError(f"states[{i}] has another encoding size than states[0]")
+        rng_init(&rng, keys[i])
+        player = state.current_player()
+        while player >= 0:
+            state.encode(player, &row[0])
+            state.legal_mask(mask)
+            best = _best_action(&row[0], mask, &rank_values[0], open_points)
+            if explore > 0.0:
+                _sigma(mask, best, explore, sigma)
+                action = rng_choice(&rng, sigma, NUM_ACTIONS)
+            else:
+                action = best
+            state.apply(action)
+            player = state.current_player()
+        state.returns(returns)
+        out[i] = returns[viewers[i]]

@@ -41,7 +41,7 @@ def uniform(players: np.ndarray, features: np.ndarray, masks: np.ndarray) -> np.
 EXPLORE = 0.1  # probability mass spread uniformly over legal actions (keeps full support)
 OPEN_POINTS = 25  # open a color only holding this many playable number points of it
 _S = spec.ENCODING_SLICES
-_VALUES = np.array([0] + list(range(2, 11)), dtype=np.float64)  # face value by rank
+RANK_VALUES = np.array([0] + list(range(2, 11)), dtype=np.float64)  # face value by rank
 
 
 def lost_cities_heuristic_reference(
@@ -62,7 +62,7 @@ def lost_cities_heuristic_reference(
     top = np.where(mine[:, :, 1:] > 0, rank_idx[1:], 0).max(axis=2)  # (n, colors)
     opened = mine.sum(axis=2) > 0
     above = rank_idx[None, None, :] > top[:, :, None]  # (n, colors, ranks)
-    playable_points = (hand * _VALUES * above).sum(axis=2)  # (n, colors)
+    playable_points = (hand * RANK_VALUES * above).sum(axis=2)  # (n, colors)
 
     score = np.full(masks.shape, -np.inf)
     # --- phase 0: plays -------------------------------------------------------------------
@@ -79,7 +79,7 @@ def lost_cities_heuristic_reference(
     score[:, spec.PLAY : spec.DISCARD] = play
     # --- phase 0: discards (only when no play is worth it) -----------------------------------
     dead = (~above).reshape(n, -1) & opened.repeat(ranks, axis=1)  # can no longer play it
-    value = np.tile(_VALUES / 10.0, colors)[None, :]
+    value = np.tile(RANK_VALUES / 10.0, colors)[None, :]
     helps_them = (theirs.sum(axis=2) > 0).repeat(ranks, axis=1)
     score[:, spec.DISCARD : spec.DRAW_DECK] = 0.5 + dead - value - 0.5 * helps_them - 1.0
     # --- phase 1: draws ---------------------------------------------------------------------
@@ -133,7 +133,7 @@ def lost_cities_heuristic(
         raise ValueError(
             f"out must be a writeable C-contiguous float64 array of shape {masks.shape}"
         )
-    lost_cities_heuristic_into(features, masks, out, _VALUES, EXPLORE, OPEN_POINTS)
+    lost_cities_heuristic_into(features, masks, out, RANK_VALUES, EXPLORE, OPEN_POINTS)
     return out
 
 

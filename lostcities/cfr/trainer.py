@@ -73,6 +73,7 @@ from lostcities.rng import Purpose, Stream, stream_key
 
 UPDATES = ("alternating", "simultaneous")
 POLICY_TRAINING = ("scratch", "continual")
+LR_SCHEDULES = ("constant", "cosine")
 
 
 def _torch_seed(key: int) -> int:
@@ -366,7 +367,14 @@ class DeepCFRTrainer:
         every = max(1, math.ceil(steps / 100))
         if progress is not None:
             progress(phase, 0, steps)
+        base_lrs = [group["lr"] for group in optimizer.param_groups]
         for step in range(steps):
+            if self.optim.lr_schedule == "cosine":
+                # Anneal to 0 within this fit: the last steps average out the sampled
+                # targets' noise instead of chasing it at a constant step size.
+                scale = 0.5 * (1.0 + math.cos(math.pi * step / steps))
+                for group, base in zip(optimizer.param_groups, base_lrs, strict=True):
+                    group["lr"] = base * scale
             features, masks, targets, iterations = memory.sample(batch_size, generator, self.device)
             if self.symmetries is not None:
                 features, masks, targets = self._relabel(features, masks, targets, generator)
@@ -386,6 +394,8 @@ class DeepCFRTrainer:
                 tail.append(loss.item())
             if progress is not None and ((step + 1) % every == 0 or step + 1 == steps):
                 progress(phase, step + 1, steps)
+        for group, base in zip(optimizer.param_groups, base_lrs, strict=True):
+            group["lr"] = base  # a continued optimiser (continual policy) starts from base again
         if self.recompile_watch is not None:
             self.recompile_watch.check()
         if self.amp.active:

@@ -53,6 +53,15 @@ class Agent(Protocol):
     ) -> np.ndarray: ...
 
 
+def agent_probs(agent, games, players, features, masks, states) -> np.ndarray:
+    """``agent.probs`` for the rows of ``states`` (the LostCitiesGame of each row); only an
+    agent that searches from the position itself (``needs_states``: eval/search.py) gets
+    them."""
+    if getattr(agent, "needs_states", False):
+        return agent.probs(games, players, features, masks, states)
+    return agent.probs(games, players, features, masks)
+
+
 def choose_actions(probs: np.ndarray, masks: np.ndarray, play: str, streams: Sequence) -> list[int]:
     """One action per row of probs (n, A): ``greedy`` the most probable legal action (the
     lowest index on a tie), ``sampled`` a draw from ``streams[i]`` (a Stream per row)."""

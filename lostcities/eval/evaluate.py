@@ -19,7 +19,7 @@ import numpy as np
 from lostcities.cfr.exploitability import GameTree
 from lostcities.cfr.policy import iteration_strategies
 from lostcities.config import EvalConfig
-from lostcities.eval.agents import Agent, choose_actions, trainer_agent
+from lostcities.eval.agents import Agent, agent_probs, choose_actions, trainer_agent
 from lostcities.eval.arena import MatchResult, arena_deal_seed, paired_gain
 from lostcities.eval.opponents import make_bot
 from lostcities.games import lost_cities_spec as spec
@@ -128,7 +128,8 @@ def play_agent_match(
             masks = np.stack([tables[i].legal_mask() for i in net_turn])
             players = np.array([i % 2 for i in net_turn], dtype=np.int8)
             # one batched call for all games in flight: (n, A)
-            probs = agent.probs(np.array(net_turn), players, features, masks)
+            states = [tables[i] for i in net_turn]
+            probs = agent_probs(agent, np.array(net_turn), players, features, masks, states)
             actions = choose_actions(probs, masks, play, [choices[i] for i in net_turn])
             for i, action in zip(net_turn, actions, strict=True):
                 tables[i].apply(action)

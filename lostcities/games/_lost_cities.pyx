@@ -350,6 +350,38 @@ cdef class LostCitiesState(GameState):
     cdef void copy_from(self, GameState other) noexcept:
         self.d = (<LostCitiesState>other).d
 
+    def determinize(self, int viewer, uint64_t key):
+        """Redeal what ``viewer`` cannot see: the opponent's cards that ``viewer`` has not
+        seen taken from a discard pile, and the draw pile. Pool = those opponent cards by
+        type ascending, then the draw pile bottom..top; Fisher-Yates from the back with the
+        stream ``key``; the first cards refill the opponent's hand, the rest are the pile.
+        Hand and pile sizes, the known cards and ``viewer``'s encoding are unchanged."""
+        cdef int opp = 1 - viewer, t, k, n = 0, unknown, i, j
+        cdef uint8_t[NUM_CARDS] pool
+        cdef uint8_t tmp
+        cdef Rng rng
+        for t in range(NUM_TYPES):
+            for k in range(self.d.hand[opp][t] - self.d.known[opp][t]):
+                pool[n] = t
+                n += 1
+        unknown = n
+        for i in range(self.d.deck_len):
+            pool[n] = self.d.deck[i]
+            n += 1
+        rng_init(&rng, key)
+        for i in range(n - 1, 0, -1):
+            j = <int>rng_below(&rng, i + 1)
+            tmp = pool[i]
+            pool[i] = pool[j]
+            pool[j] = tmp
+        for t in range(NUM_TYPES):
+            self.d.hand[opp][t] = self.d.known[opp][t]
+        for i in range(unknown):
+            self.d.hand[opp][pool[i]] += 1
+        for i in range(unknown, n):
+            self.d.deck[i - unknown] = pool[i]
+        self._rebuild_bits()
+
     # --- read-only views for the wrapper --------------------------------------
     @property
     def phase(self):

@@ -157,6 +157,12 @@ class LostCitiesGame:
         """Redraw the unseen draw pile's order from the stream ``key``."""
         self.kernel.shuffle_hidden(key)
 
+    def determinize(self, viewer: int, key: int) -> None:
+        """Redeal, from the stream ``key``, the cards ``viewer`` has not seen: the
+        opponent's hand except the cards seen taken from discard piles, and the draw pile
+        (sizes kept). ``viewer``'s encoding does not change; twin: ``RulesState.determinize``."""
+        self.kernel.determinize(_check_player(viewer), key)
+
     def clone(self) -> LostCitiesGame:
         return LostCitiesGame(self.kernel.copy())
 

@@ -330,6 +330,22 @@ class RulesState:
         """Shuffle the draw pile in place with the stream ``key`` (nothing else changes)."""
         Stream(key).shuffle(self._draw_pile)
 
+    def determinize(self, viewer: int, key: int) -> None:
+        """Redeal what ``viewer`` cannot see (the opponent's cards not seen taken from a
+        discard pile, and the draw pile) with the stream ``key``, keeping every count
+        ``viewer`` knows: a sample of the states ``viewer`` cannot tell apart (uniform,
+        ignoring what the opponent's moves may reveal)."""
+        _check_player(viewer)
+        opponent = 1 - viewer
+        known = [t for t in range(NUM_CARD_TYPES) for _ in range(self._known[opponent][t])]
+        unseen = sorted(self._hands[opponent])
+        for t in known:
+            unseen.remove(t)
+        pool = unseen + self._draw_pile  # types ascending, then the pile bottom..top
+        Stream(key).shuffle(pool)
+        self._hands[opponent] = known + pool[: len(unseen)]
+        self._draw_pile = pool[len(unseen) :]
+
     # ------------------------------------------------------------------ views
 
     def hand(self, player: int) -> list[int]:

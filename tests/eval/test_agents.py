@@ -188,6 +188,22 @@ def test_evaluate_command_reports_every_row(lost_cities_checkpoint, tmp_path, ca
     assert all(len(r["win_rate"]) == 2 for r in rows)
 
 
+def test_evaluate_command_searches_agents_and_sigma1_alike(
+    lost_cities_checkpoint, tmp_path, capsys
+):
+    out = tmp_path / "report.json"
+    path = str(lost_cities_checkpoint)
+    argv = [path, "--games", "4", "--bots", "cautious", "--agents", "sdcfr", "--search", "3"]
+    assert evaluate_cli.main([*argv, "--json", str(out)]) == 0
+    table = capsys.readouterr().out
+    assert "ms/move" in table and "determinizations=3" in table
+    (row,) = json.loads(out.read_text())["rows"]
+    assert (row["agent"], row["play"], row["bot"]) == ("sdcfr", "search", "cautious")
+    assert len(row["search_ms_per_move"]) == 1 and row["search_ms_per_move"][0] > 0
+    with pytest.raises(SystemExit, match="2"):
+        evaluate_cli.main([path, "--search", "2", "--search-candidates", "-1"])
+
+
 def test_evaluate_command_rejects_bad_input(lost_cities_checkpoint, tmp_path, capsys):
     with pytest.raises(SystemExit, match="--agents takes names from"):
         evaluate_cli.main([str(lost_cities_checkpoint), "--agents", "policy,clever"])

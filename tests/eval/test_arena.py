@@ -130,3 +130,13 @@ def test_cli_rejects_a_path_that_is_no_file(
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith(f"error: invalid choice {missing!r}")
     assert "bot (random," in err[0] and "agent file or checkpoint" in err[0]
+
+
+def test_cli_plays_an_agent_file_through_search(
+    lost_cities_checkpoint: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    agent = str(lost_cities_checkpoint.parent.parent / "agent.pt")
+    assert main([agent, "cautious", "--games", "2", "--search", "4"]) == 0
+    assert f"A = {agent} [search(sdcfr), sampled]" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        main([agent, "cautious", "--search", "-1"])

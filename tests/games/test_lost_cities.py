@@ -61,7 +61,13 @@ def assert_invariants(game: LostCitiesGame) -> None:
             assert numbers == sorted(set(numbers)), "numbers not strictly ascending"
 
 
-def play_twins(fast: LostCitiesGame, ref: RulesState, choice_seed: int, reshuffle_every: int = 0):
+def play_twins(
+    fast: LostCitiesGame,
+    ref: RulesState,
+    choice_seed: int,
+    reshuffle_every: int = 0,
+    determinize_every: int = 0,
+):
     """Play both to the end with the same random choices, comparing every step."""
     choices = Stream(choice_seed)
     assert_same_state(fast, ref)
@@ -76,6 +82,12 @@ def play_twins(fast: LostCitiesGame, ref: RulesState, choice_seed: int, reshuffl
             key = choices.next64()
             fast.reshuffle(key)
             ref.reshuffle(key)
+        if determinize_every and step % determinize_every == 0 and not fast.is_terminal:
+            viewer, key = fast.current_player, choices.next64()
+            seen = fast.encode(viewer)
+            fast.determinize(viewer, key)
+            ref.determinize(viewer, key)
+            np.testing.assert_array_equal(fast.encode(viewer), seen)
         assert_same_state(fast, ref)
         assert_invariants(fast)
     return step
@@ -94,6 +106,42 @@ def test_random_games_match_reference_from_explicit_deal(cards, first, choice_se
     fast = LostCitiesGame.from_deal(hands, pile, first_player=first)
     ref = RulesState.from_deal(hands, pile, first_player=first)
     play_twins(fast, ref, choice_seed, reshuffle_every=7)
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=SEEDS, choice_seed=SEEDS, every=st.integers(1, 9))
+def test_determinized_games_match_reference_and_keep_what_the_viewer_saw(seed, choice_seed, every):
+    """determinize redeals the hidden cards identically in both engines, leaves the
+    viewer's encoding as it was and keeps all 60 cards (checked by play_twins)."""
+    play_twins(
+        LostCitiesGame.from_seed(seed),
+        RulesState.from_seed(seed),
+        choice_seed,
+        determinize_every=every,
+    )
+
+
+def test_determinize_keeps_known_cards_and_changes_the_hidden_ones():
+    game = LostCitiesGame.from_seed(3)
+    choices = Stream(11)
+    while not game.known(1):  # play until player 1 has taken a card from a discard pile
+        legal = game.legal_actions()
+        pick = [a for a in legal if a >= spec.DRAW_PILE] if game.current_player == 1 else []
+        game.apply(pick[0] if pick else legal[choices.below(len(legal))])
+        assert not game.is_terminal
+    known, hidden = game.known(1), sorted(game.hand(1) + game.draw_pile)
+    redealt = []
+    for key in range(20):
+        copy = game.clone()
+        copy.determinize(0, key)
+        assert Counter(known) <= Counter(copy.hand(1))
+        assert copy.known(1) == known
+        assert sorted(copy.hand(1) + copy.draw_pile) == hidden
+        assert len(copy.hand(1)) == len(game.hand(1))
+        redealt.append(tuple(copy.hand(1)))
+    assert len(set(redealt)) > 10  # the hidden cards really are redrawn
+    with pytest.raises(ValueError, match="player must be 0 or 1"):
+        game.determinize(2, 0)
 
 
 @settings(max_examples=30, deadline=None)

@@ -27,12 +27,14 @@ def run(overrides: list[str], run_dir: Path) -> list[dict]:
     return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
 
 
-def test_leduc_external_sampling_reaches_015(tmp_path):
-    """Shipped Leduc config: exploitability <= 0.15 after 100 iterations (~13 min)."""
+def test_leduc_single_deep_cfr_reaches_about_010(tmp_path):
+    """Shipped Leduc config, 100 iterations (~11 min): single Deep CFR's exact average
+    measured 0.099 (seed 0), the policy network 0.122; the bars leave room for BLAS
+    rounding on another machine, not for a regression to the old 0.142 / 0.136."""
     rows = run(["game=leduc"], tmp_path)
     final = rows[-1]
+    assert final["eval/sdcfr_exploitability"] <= 0.11
     assert final["eval/exploitability"] <= 0.15
-    assert sum(r["time/iteration_seconds"] for r in rows) < 20 * 60
 
 
 def test_leduc_rollout_scheme_learns(tmp_path):
@@ -52,4 +54,3 @@ def test_lost_cities_default_run_gains_over_sigma1(tmp_path):
     for bot in ("discard_only", "cautious", "committer", "sigma1_greedy"):
         assert final[f"eval/{bot}/gain_score_diff_low"] > 0, bot
     assert final["eval/random/win_rate0"] >= 0.95
-    assert sum(r["time/iteration_seconds"] for r in rows) < 20 * 60

@@ -1,0 +1,253 @@
+"""Search at play time: a determinized one-step lookahead over a blueprint.
+
+At each decision of the searching player (one row of ``probs``):
+
+1. candidates: the legal actions, or the blueprint's ``candidates`` most probable ones
+   (the blueprint is the trained agent: single Deep CFR, the policy net, ...);
+2. ``determinizations`` times: redeal what the player cannot see (the opponent's hand
+   but for cards seen taken from discard piles, and the draw pile:
+   ``LostCitiesGame.determinize``), apply each candidate to a copy and play the copy
+   to its end with both seats on the playout policy: sigma_1's rule (``rollout_play``
+   greedy or sampled, all in C: ``heuristic_playouts``), or the blueprint itself
+   (``rollout=blueprint``, batched network forwards), or the blueprint for the first
+   ``blueprint_plies`` decisions and the rule after;
+3. keep the blueprint's most probable action unless the candidate with the highest mean
+   return (score difference) beats it by more than ``margin`` standard errors of the
+   paired difference: every candidate of a decision sees the same redeals and playout
+   streams (common random numbers). Without the margin, a move is often picked for its
+   playout noise (measured: experiments/lost_cities_default/README.md).
+
+This is perfect-information Monte Carlo (PIMC) with one step of lookahead: the redeal
+is uniform over what the player has not seen (it does not infer the opponent's hand
+from the opponent's moves). Streams are keyed by (seed, game, decision, redeal), so a
+match's result does not depend on batching.
+
+    >>> agent = SearchAgent(blueprint, SearchConfig(determinizations=64, margin=2.0))
+    >>> agent.probs(games, players, features, masks, states)   # one-hot (n, A)
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from lostcities.cfr._heuristic import heuristic_playouts as _heuristic_playouts
+from lostcities.cfr.initial import (
+    EXPLORE,
+    OPEN_POINTS,
+    RANK_VALUES,
+    lost_cities_heuristic_reference,
+)
+from lostcities.rng import Purpose, Stream, stream_key
+
+ROLLOUT_PLAYS = ("greedy", "sampled")
+ROLLOUT_POLICIES = ("blueprint", "heuristic")
+
+
+@dataclass(frozen=True)
+class SearchConfig:
+    determinizations: int = 64
+    """Redeals of the hidden cards per decision (each candidate is played out once per
+    redeal)."""
+    candidates: int = 0
+    """Candidates per decision: the blueprint's most probable legal actions (0: all legal
+    actions, the blueprint then only breaks ties)."""
+    rollout: str = "heuristic"
+    """Who plays both seats in the playouts: ``heuristic`` (sigma_1's rule, in C) or
+    ``blueprint`` (the agent searched over, sampled; batched forwards across every playout
+    in flight; ~10x the cost per playout)."""
+    blueprint_plies: int = 0
+    """With ``rollout=heuristic``: the first this many decisions of each playout are the
+    blueprint's (sampled), the heuristic plays the rest; the opponent's next answer then
+    comes from the learned strategy at a fraction of full blueprint playouts' cost."""
+    rollout_play: str = "greedy"
+    """How the heuristic plays its playouts: ``greedy`` (its best action) or ``sampled``
+    (sigma_1 itself: 10% uniform)."""
+    margin: float = 2.0
+    """Play the blueprint's most probable action unless another candidate beats it by
+    more than ``margin`` standard errors of the paired difference over the redeals (0:
+    plain argmax of the mean). Guards against picking a move for its playout noise."""
+    seed: int = 0
+    """Keys the redeal and playout streams."""
+
+    def __post_init__(self) -> None:
+        if self.determinizations < 1:
+            raise ValueError(f"determinizations must be >= 1, got {self.determinizations}")
+        if self.candidates < 0:
+            raise ValueError(f"candidates must be >= 0, got {self.candidates}")
+        if self.blueprint_plies < 0:
+            raise ValueError(f"blueprint_plies must be >= 0, got {self.blueprint_plies}")
+        if self.rollout not in ROLLOUT_POLICIES:
+            raise ValueError(f"rollout must be one of {ROLLOUT_POLICIES}, got {self.rollout!r}")
+        if self.rollout_play not in ROLLOUT_PLAYS:
+            raise ValueError(
+                f"rollout_play must be one of {ROLLOUT_PLAYS}, got {self.rollout_play!r}"
+            )
+
+
+def _explore(rollout_play: str) -> float:
+    return EXPLORE if rollout_play == "sampled" else 0.0
+
+
+def heuristic_playouts(
+    games: Sequence, viewers: Sequence[int], keys: Sequence[int], rollout_play: str = "greedy"
+) -> np.ndarray:
+    """Play each ``LostCitiesGame`` of ``games`` to its end in place (both seats on the
+    heuristic; ``sampled`` draws from sigma_1 with the stream ``keys[i]``) and return
+    float64 (n,): ``viewers[i]``'s final score difference. C kernel; twin below."""
+    if rollout_play not in ROLLOUT_PLAYS:
+        raise ValueError(f"rollout_play must be one of {ROLLOUT_PLAYS}, got {rollout_play!r}")
+    out = np.empty(len(games), dtype=np.float64)
+    _heuristic_playouts(
+        [game.kernel for game in games],
+        np.asarray(viewers, dtype=np.int8),
+        np.asarray(keys, dtype=np.uint64),
+        out,
+        RANK_VALUES,
+        _explore(rollout_play),
+        float(OPEN_POINTS),
+    )
+    return out
+
+
+def heuristic_playouts_reference(
+    states: Sequence, viewers: Sequence[int], keys: Sequence[int], rollout_play: str = "greedy"
+) -> np.ndarray:
+    """The pure-Python twin of :func:`heuristic_playouts` on ``rules.RulesState`` objects:
+    the numpy reference rule, ``Stream.choice`` for sampled play."""
+    out = np.empty(len(states), dtype=np.float64)
+    for i, (state, viewer, key) in enumerate(zip(states, viewers, keys, strict=True)):
+        stream = Stream(key)
+        while not state.is_terminal:
+            player = state.current_player
+            sigma = lost_cities_heuristic_reference(
+                np.array([player], dtype=np.int8),
+                state.encode(player)[None, :],
+                state.legal_mask()[None, :],
+            )[0]
+            if rollout_play == "sampled":
+                state.apply(stream.choice(sigma))
+            else:
+                state.apply(int(sigma.argmax()))
+        out[i] = state.returns()[viewer]
+    return out
+
+
+def agent_playouts(
+    games: Sequence, viewers: Sequence[int], keys: Sequence[int], agent, agent_games: np.ndarray
+) -> np.ndarray:
+    """Play each ``LostCitiesGame`` of ``games`` to its end in place with ``agent`` in both
+    seats (see :func:`agent_steps`); returns float64 (n,): ``viewers[i]``'s final score
+    difference."""
+    agent_steps(games, keys, agent, agent_games)
+    return np.array([game.returns()[v] for game, v in zip(games, viewers, strict=True)])
+
+
+def agent_steps(
+    games: Sequence, keys: Sequence[int], agent, agent_games: np.ndarray, plies: int | None = None
+) -> None:
+    """Advance each ``LostCitiesGame`` of ``games`` in place by ``plies`` decisions (None:
+    to its end) with ``agent`` in both seats (an agent of lostcities/eval/agents.py;
+    playout i is its game ``agent_games[i]``, so single Deep CFR keeps that game's
+    iteration): every step one batched ``probs`` call over the playouts still running,
+    actions sampled with the stream ``keys[i]``."""
+    streams = [Stream(key) for key in keys]
+    live = [i for i, game in enumerate(games) if not game.is_terminal]
+    step = 0
+    while live and (plies is None or step < plies):
+        step += 1
+        players = np.array([games[i].current_player for i in live], dtype=np.int8)
+        features = np.stack([games[i].encode(p) for i, p in zip(live, players, strict=True)])
+        masks = np.stack([games[i].legal_mask() for i in live])
+        probs = agent.probs(agent_games[live], players, features, masks) * masks  # (m, A)
+        # inverse CDF per row: the first action whose cumulative mass exceeds u * total
+        cumulative = np.cumsum(probs, axis=1)
+        draws = np.array([streams[i].uniform() for i in live]) * cumulative[:, -1]
+        actions = np.minimum((cumulative <= draws[:, None]).sum(axis=1), masks.shape[1] - 1)
+        for i, action in zip(live, actions, strict=True):
+            games[i].apply(int(action))
+        live = [i for i in live if not games[i].is_terminal]
+
+
+class SearchAgent:
+    """PIMC one-step lookahead (module docstring) on top of ``blueprint`` (an agent of
+    lostcities/eval/agents.py, or None: all legal actions, ties to the lowest index).
+    Needs the game of each row (``needs_states``); returns one-hot probabilities, so
+    sampled and greedy play coincide. ``seconds`` and ``decisions`` count its work."""
+
+    needs_states = True
+
+    def __init__(self, blueprint, config: SearchConfig) -> None:
+        if blueprint is None and (config.rollout == "blueprint" or config.blueprint_plies):
+            raise ValueError("rollout=blueprint needs a blueprint agent to search over")
+        self.blueprint = blueprint
+        self.config = config
+        self.name = f"search({blueprint.name if blueprint is not None else 'none'})"
+        self.seconds = 0.0
+        self.decisions = 0
+
+    def probs(self, games, players, features, masks, states) -> np.ndarray:
+        start = time.perf_counter()
+        cfg = self.config
+        if self.blueprint is not None:
+            prior = self.blueprint.probs(games, players, features, masks)
+        else:
+            prior = np.zeros(masks.shape)
+        # prefer the blueprint's more probable action, then the lower index
+        prior = np.where(masks > 0, prior, -np.inf)
+        lines, viewers, keys, plans, line_games = [], [], [], [], []
+        for game, player, row_prior, state in zip(games, players, prior, states, strict=True):
+            legal = np.flatnonzero(np.isfinite(row_prior))
+            ranked = legal[np.argsort(-row_prior[legal], kind="stable")]
+            if cfg.candidates > 0:
+                ranked = ranked[: cfg.candidates]
+            plans.append((ranked, len(lines)))
+            if len(ranked) == 1:
+                continue
+            decision = 2 * state.turns + state.phase
+            for k in range(cfg.determinizations):
+                redeal = state.clone()
+                redeal.determinize(int(player), self._key(game, decision, 2 * k))
+                playout_key = self._key(game, decision, 2 * k + 1)
+                for action in ranked:
+                    line = redeal.clone()
+                    line.apply(int(action))
+                    lines.append(line)
+                    viewers.append(int(player))
+                    keys.append(playout_key)
+                    line_games.append(game)
+        line_games = np.array(line_games, dtype=np.int64)
+        if cfg.rollout == "heuristic":
+            if cfg.blueprint_plies > 0:
+                agent_steps(lines, keys, self.blueprint, line_games, cfg.blueprint_plies)
+            values = heuristic_playouts(lines, viewers, keys, cfg.rollout_play)
+        else:
+            values = agent_playouts(lines, viewers, keys, self.blueprint, line_games)
+        out = np.zeros(masks.shape)
+        for row, (ranked, first) in enumerate(plans):
+            if len(ranked) == 1:
+                out[row, ranked[0]] = 1.0
+                continue
+            block = values[first : first + cfg.determinizations * len(ranked)]
+            block = block.reshape(cfg.determinizations, len(ranked))  # (redeals, candidates)
+            out[row, ranked[self._pick(block)]] = 1.0
+        self.decisions += len(games)
+        self.seconds += time.perf_counter() - start
+        return out
+
+    def _pick(self, values: np.ndarray) -> int:
+        """Index of the candidate to play from values (redeals, candidates); candidate 0 is
+        the blueprint's most probable action."""
+        means = values.mean(axis=0)
+        best = int(means.argmax())  # the first maximum: blueprint order breaks ties
+        if self.config.margin <= 0.0 or best == 0 or len(values) < 2:
+            return best
+        diffs = values[:, best] - values[:, 0]  # paired over the same redeals
+        stderr = diffs.std(ddof=1) / np.sqrt(len(diffs))
+        return best if diffs.mean() > self.config.margin * stderr else 0
+
+    def _key(self, game: int, decision: int, index: int) -> int:
+        return stream_key(self.config.seed, int(game), decision, index, Purpose.SEARCH)

@@ -1,0 +1,187 @@
+"""Play-time search: the C playout kernel against its pure-Python twin, and the
+search agent's contract (legal one-hot moves, keyed streams, the margin rule)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from lostcities.cfr.initial import make_initial_strategy
+from lostcities.eval.agents import StrategyAgent
+from lostcities.eval.evaluate import play_agent_match
+from lostcities.eval.search import (
+    SearchAgent,
+    SearchConfig,
+    agent_playouts,
+    heuristic_playouts,
+    heuristic_playouts_reference,
+)
+from lostcities.games.lost_cities import LostCitiesGame
+from lostcities.games.rules import RulesState
+from lostcities.rng import Stream
+
+SEEDS = st.integers(min_value=0, max_value=2**63 - 1)
+
+
+def twins_mid_game(seed: int, choice_seed: int, moves: int):
+    """The same position in both engines after ``moves`` random moves."""
+    fast, ref = LostCitiesGame.from_seed(seed), RulesState.from_seed(seed)
+    choices = Stream(choice_seed)
+    for _ in range(moves):
+        if fast.is_terminal:
+            break
+        legal = fast.legal_actions()
+        action = legal[choices.below(len(legal))]
+        fast.apply(action)
+        ref.apply(action)
+    return fast, ref
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    seed=SEEDS,
+    choice_seed=SEEDS,
+    moves=st.integers(0, 120),
+    key=SEEDS,
+    play=st.sampled_from(["greedy", "sampled"]),
+    redeal=st.booleans(),
+)
+def test_heuristic_playouts_match_the_reference(seed, choice_seed, moves, key, play, redeal):
+    fast, ref = twins_mid_game(seed, choice_seed, moves)
+    viewer = (seed + moves) % 2
+    if redeal:
+        fast.determinize(viewer, key ^ 1)
+        ref.determinize(viewer, key ^ 1)
+    got = heuristic_playouts([fast], [viewer], [key], play)
+    want = heuristic_playouts_reference([ref], [viewer], [key], play)
+    np.testing.assert_array_equal(got, want)
+    assert fast.is_terminal and ref.is_terminal
+    assert fast.scores() == ref.scores()
+    assert got[0] == fast.returns()[viewer]
+
+
+def test_heuristic_playouts_reject_mismatched_lengths():
+    with pytest.raises(ValueError, match="same length"):
+        heuristic_playouts([LostCitiesGame.from_seed(0)], [0, 1], [5])
+    with pytest.raises(ValueError, match="rollout_play must be one of"):
+        heuristic_playouts([LostCitiesGame.from_seed(0)], [0], [5], "wild")
+
+
+def sigma1_agent():
+    return StrategyAgent("sigma1", make_initial_strategy("lost_cities_heuristic"))
+
+
+def decide(agent, game, index=0):
+    player = game.current_player
+    return agent.probs(
+        np.array([index]),
+        np.array([player], dtype=np.int8),
+        game.encode(player)[None, :],
+        game.legal_mask()[None, :],
+        [game],
+    )[0]
+
+
+def test_search_plays_one_legal_move_without_changing_the_game():
+    game = LostCitiesGame.from_seed(7)
+    before = game.to_bytes()
+    agent = SearchAgent(sigma1_agent(), SearchConfig(determinizations=6, seed=3))
+    probs = decide(agent, game)
+    assert game.to_bytes() == before
+    assert probs.sum() == 1.0 and probs.max() == 1.0
+    assert game.legal_mask()[int(probs.argmax())] == 1
+    again = SearchAgent(sigma1_agent(), SearchConfig(determinizations=6, seed=3))
+    np.testing.assert_array_equal(decide(again, game), probs)  # keyed, not global, randomness
+    assert agent.decisions == 1 and agent.seconds > 0
+
+
+def test_search_margin_keeps_the_blueprint_move_unless_another_is_clearly_better():
+    agent = SearchAgent(sigma1_agent(), SearchConfig(determinizations=4, margin=2.0))
+    # candidate 0 is the blueprint's move; paired values over 4 redeals
+    noisy = np.array([[0.0, 10.0], [0.0, -8.0], [0.0, 12.0], [0.0, -6.0]])
+    clear = np.array([[0.0, 5.0], [1.0, 6.0], [2.0, 7.5], [0.0, 4.0]])
+    assert agent._pick(noisy) == 0  # mean +2 with a standard error of ~5
+    assert agent._pick(clear) == 1
+    plain = SearchAgent(sigma1_agent(), SearchConfig(determinizations=4, margin=0.0))
+    assert plain._pick(noisy) == 1
+
+
+def test_search_improves_on_its_heuristic_against_the_same_heuristic():
+    """Policy improvement: one-step lookahead with sigma_1's rule in the playouts beats
+    sigma_1's greedy rule itself on the same deals (fixed seeds, not a timing)."""
+    games = 24
+    search = SearchAgent(
+        sigma1_agent(), SearchConfig(determinizations=24, margin=0.0)
+    )  # heuristic playouts
+    searched = play_agent_match(search, "sigma1_greedy", games, 5, 24, play="greedy").result
+    plain = play_agent_match(sigma1_agent(), "sigma1_greedy", games, 5, 24, play="greedy").result
+    assert searched.mean_diff() > plain.mean_diff()
+
+
+def test_agent_playouts_end_every_game_and_score_from_the_viewer():
+    games = [LostCitiesGame.from_seed(s) for s in range(6)]
+    viewers = [s % 2 for s in range(6)]
+    values = agent_playouts(games, viewers, list(range(6)), sigma1_agent(), np.arange(6))
+    assert all(g.is_terminal for g in games)
+    assert list(values) == [g.returns()[v] for g, v in zip(games, viewers, strict=True)]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"determinizations": 0}, "determinizations must be >= 1"),
+        ({"candidates": -1}, "candidates must be >= 0"),
+        ({"rollout": "oracle"}, "rollout must be one of"),
+        ({"rollout_play": "wild"}, "rollout_play must be one of"),
+        ({"blueprint_plies": -1}, "blueprint_plies must be >= 0"),
+    ],
+)
+def test_search_config_rejects_bad_values(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        SearchConfig(**kwargs)
+
+
+def test_blueprint_playouts_need_a_blueprint():
+    with pytest.raises(ValueError, match="needs a blueprint"):
+        SearchAgent(None, SearchConfig(rollout="blueprint"))
+
+
+def test_one_candidate_is_the_blueprints_most_probable_move():
+    blueprint = sigma1_agent()
+    agent = SearchAgent(blueprint, SearchConfig(determinizations=4, candidates=1))
+    game = LostCitiesGame.from_seed(9)
+    player = game.current_player
+    prior = blueprint.probs(
+        np.array([0]),
+        np.array([player], dtype=np.int8),
+        game.encode(player)[None],
+        game.legal_mask()[None],
+    )[0]
+    assert int(decide(agent, game).argmax()) == int(prior.argmax())
+
+
+def test_agent_steps_advance_the_given_number_of_plies():
+    from lostcities.eval.search import agent_steps
+
+    games = [LostCitiesGame.from_seed(s) for s in range(3)]
+    agent_steps(games, [1, 2, 3], sigma1_agent(), np.arange(3), plies=5)
+    # a turn is two decisions (play or discard, then draw): 5 plies end in turn 2's draw
+    assert all((g.turns, g.phase) == (2, 1) for g in games)
+
+
+def test_blueprint_plies_change_what_the_playouts_measure():
+    game = LostCitiesGame.from_seed(21)
+    plain = SearchAgent(sigma1_agent(), SearchConfig(determinizations=8, margin=0.0))
+    mixed = SearchAgent(
+        sigma1_agent(), SearchConfig(determinizations=8, margin=0.0, blueprint_plies=4)
+    )
+    seen = []
+    for agent in (plain, mixed):
+        values = []
+        agent._pick = lambda block, values=values: values.append(block.copy()) or 0
+        decide(agent, game)
+        seen.append(values[0])
+    assert seen[0].shape == seen[1].shape
+    assert not np.array_equal(seen[0], seen[1])  # sampled sigma_1 plies, then the greedy rule
