@@ -100,8 +100,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 def evaluate_checkpoint(path: str, kinds: Sequence[str], args: argparse.Namespace) -> dict:
     """{(kind, play, bot): (MatchResult, search ms per move or None)} for the agents
     ``kinds`` of one checkpoint, and {"initial_strategy": name}."""
-    agents = agents_from_checkpoint(path, kinds, seed=args.seed)
-    out = {"initial_strategy": initial_strategy_of(path)}
+    agents = agents_from_checkpoint(path, [*kinds, "sigma1"], seed=args.seed)
+    out = {"initial_strategy": agents["sigma1"].rule}
     for play in args.play:
         for bot in args.bots:
             for kind in kinds:
@@ -114,14 +114,6 @@ def evaluate_checkpoint(path: str, kinds: Sequence[str], args: argparse.Namespac
                 per_move = 1000 * agent.seconds / agent.decisions if play == "search" else None
                 out[(kind, play, bot)] = (match, per_move)
     return out
-
-
-def initial_strategy_of(path: str) -> str:
-    """The name of the initial strategy (sigma_1) a checkpoint's run started from."""
-    from lostcities.checkpoint import load_checkpoint
-
-    config = load_checkpoint(path, required=("config",))["config"]
-    return config.get("traversal", {}).get("initial_strategy", "uniform")
 
 
 def _evaluate_in_worker(path: str, kinds: Sequence[str], args: argparse.Namespace) -> dict:

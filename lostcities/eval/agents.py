@@ -64,12 +64,21 @@ def agent_probs(agent, games, players, features, masks, states) -> np.ndarray:
 
 def choose_actions(probs: np.ndarray, masks: np.ndarray, play: str, streams: Sequence) -> list[int]:
     """One action per row of probs (n, A): ``greedy`` the most probable legal action (the
-    lowest index on a tie), ``sampled`` a draw from ``streams[i]`` (a Stream per row)."""
+    lowest index on a tie), ``sampled`` a draw from ``streams[i]`` (a Stream per row), by
+    ``Stream.choice``'s rule vectorised: one uniform per row, the first positive entry whose
+    running sum exceeds u * total (np.cumsum adds in the same order, so the pick is the
+    same), the last positive entry if rounding leaves none."""
     legal = probs * masks
     if play == "greedy":
         return [int(a) for a in np.where(masks > 0, legal, -1.0).argmax(axis=1)]
     if play == "sampled":
-        return [stream.choice(row) for stream, row in zip(streams, legal, strict=True)]
+        if len(streams) != len(legal):
+            raise ValueError(f"{len(legal)} rows but {len(streams)} streams")
+        cumulative = np.cumsum(legal, axis=1)  # (n, A)
+        draws = np.array([stream.uniform() for stream in streams]) * cumulative[:, -1]
+        picks = (cumulative <= draws[:, None]).sum(axis=1)
+        last_positive = legal.shape[1] - 1 - (legal[:, ::-1] > 0).argmax(axis=1)
+        return [int(a) for a in np.minimum(picks, last_positive)]
     raise ValueError(f"play mode must be one of {PLAY_MODES}, got {play!r}")
 
 
@@ -85,11 +94,13 @@ class PolicyAgent:
 
 
 class StrategyAgent:
-    """A strategy of (players, features, masks): sigma_1, or an AdvantagePolicy's sigma."""
+    """A strategy of (players, features, masks): sigma_1 (``rule``: its name in
+    ``traversal.initial_strategy``), or an AdvantagePolicy's sigma."""
 
-    def __init__(self, name: str, strategy) -> None:
+    def __init__(self, name: str, strategy, rule: str | None = None) -> None:
         self.name = name
         self.strategy = strategy
+        self.rule = rule
 
     def probs(self, games, players, features, masks) -> np.ndarray:
         return self.strategy(players, features, masks)
@@ -176,9 +187,8 @@ def agents_from_checkpoint(
             )
         agents["sdcfr"] = sdcfr_agent(network, cfg.traversal, per_iteration, invariant, seed)
     if "sigma1" in kinds:
-        agents["sigma1"] = StrategyAgent(
-            "sigma1", make_initial_strategy(cfg.traversal.initial_strategy)
-        )
+        rule = cfg.traversal.initial_strategy
+        agents["sigma1"] = StrategyAgent("sigma1", make_initial_strategy(rule), rule)
     return agents
 
 

@@ -41,6 +41,7 @@ from lostcities.cfr.initial import (
     RANK_VALUES,
     lost_cities_heuristic_reference,
 )
+from lostcities.eval.agents import choose_actions
 from lostcities.rng import Purpose, Stream, stream_key
 
 ROLLOUT_PLAYS = ("greedy", "sampled")
@@ -162,13 +163,10 @@ def agent_steps(
         players = np.array([games[i].current_player for i in live], dtype=np.int8)
         features = np.stack([games[i].encode(p) for i, p in zip(live, players, strict=True)])
         masks = np.stack([games[i].legal_mask() for i in live])
-        probs = agent.probs(agent_games[live], players, features, masks) * masks  # (m, A)
-        # inverse CDF per row: the first action whose cumulative mass exceeds u * total
-        cumulative = np.cumsum(probs, axis=1)
-        draws = np.array([streams[i].uniform() for i in live]) * cumulative[:, -1]
-        actions = np.minimum((cumulative <= draws[:, None]).sum(axis=1), masks.shape[1] - 1)
+        probs = agent.probs(agent_games[live], players, features, masks)  # (m, A)
+        actions = choose_actions(probs, masks, "sampled", [streams[i] for i in live])
         for i, action in zip(live, actions, strict=True):
-            games[i].apply(int(action))
+            games[i].apply(action)
         live = [i for i in live if not games[i].is_terminal]
 
 

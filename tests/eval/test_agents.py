@@ -7,6 +7,8 @@ import json
 import numpy as np
 import pytest
 from conftest import LOST_CITIES_TINY, train_run
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from lostcities import evaluate as evaluate_cli
 from lostcities.cfr.initial import lost_cities_heuristic
@@ -54,6 +56,30 @@ def test_choose_actions_greedy_takes_the_most_probable_legal_action():
     assert all(masks[i, a] for i, a in enumerate(sampled))
     with pytest.raises(ValueError, match="play mode"):
         choose_actions(probs, masks, "argmax", streams)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    rows=st.lists(
+        st.lists(st.floats(0.0, 1.0, allow_subnormal=False), min_size=6, max_size=6),
+        min_size=1,
+        max_size=5,
+    ),
+    mask_bits=st.integers(0, 2**30 - 1),
+    key=st.integers(0, 2**63 - 1),
+)
+def test_sampled_choice_is_stream_choice_row_by_row(rows, mask_bits, key):
+    probs = np.array(rows)
+    masks = np.array(
+        [[(mask_bits >> (6 * i + j)) & 1 for j in range(6)] for i in range(len(rows))],
+        dtype=np.uint8,
+    )
+    masks[:, 0] = 1
+    probs[:, 0] = np.maximum(probs[:, 0], 1e-3)  # every row has a legal action with mass
+    got = choose_actions(probs, masks, "sampled", [Stream(key + i) for i in range(len(rows))])
+    legal = probs * masks
+    want = [Stream(key + i).choice(list(row)) for i, row in enumerate(legal)]
+    assert got == want
 
 
 def one_hot_strategy(action: int):
@@ -209,3 +235,17 @@ def test_evaluate_command_rejects_bad_input(lost_cities_checkpoint, tmp_path, ca
         evaluate_cli.main([str(lost_cities_checkpoint), "--agents", "policy,clever"])
     assert evaluate_cli.main([str(tmp_path / "missing.pt")]) == 2
     assert "missing.pt" in capsys.readouterr().err
+
+
+def test_evaluate_pairs_every_checkpoint_with_the_one_sigma1_it_shares():
+    agent, base = result([3, -1]), result([1, 1])
+    key = ("sdcfr", "greedy", "cautious")
+    baseline = {
+        "initial_strategy": "lost_cities_heuristic",
+        ("sigma1", "greedy", "cautious"): (base, None),
+    }
+    same = {"initial_strategy": "lost_cities_heuristic", key: (agent, None)}
+    assert evaluate_cli.pair_with_baseline([same], baseline) == [{key: (agent, base, None)}]
+    other = {"initial_strategy": "uniform", key: (agent, None)}
+    with pytest.raises(ValueError, match="different initial strategies"):
+        evaluate_cli.pair_with_baseline([same, other], baseline)
