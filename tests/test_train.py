@@ -331,7 +331,12 @@ def test_ctrl_c_stops_workers_and_keeps_the_last_checkpoint(tmp_path):
 def test_cosine_learning_rate_changes_training_and_restores_the_rate(tmp_path):
     from lostcities.checkpoint import load_checkpoint
 
-    common = [*LEDUC_TINY, "optim.policy_training=continual", "run.iterations=2"]
+    common = [
+        *LEDUC_TINY,
+        "optim.policy_training=continual",
+        "run.iterations=2",
+        "optim.advantage_lr=0.004",
+    ]
     run([*common, "optim.lr_schedule=constant"], tmp_path / "constant")
     run([*common, "optim.lr_schedule=cosine", "optim.strategy_lr=0.002"], tmp_path / "cosine")
     loss = [
@@ -341,4 +346,4 @@ def test_cosine_learning_rate_changes_training_and_restores_the_rate(tmp_path):
     state = load_checkpoint(latest_checkpoint(tmp_path / "cosine" / "checkpoints"))["trainer"]
     # the continued policy optimiser starts its next fit from the set rate, not from 0
     assert [g["lr"] for g in state["policy_optimizer"]["param_groups"]] == [0.002]
-    assert all(g["lr"] == 1e-3 for g in state["advantage_optimizers"][0]["param_groups"])
+    assert all(g["lr"] == 0.004 for g in state["advantage_optimizers"][0]["param_groups"])
