@@ -311,6 +311,9 @@ def test_ctrl_c_stops_workers_and_keeps_the_last_checkpoint(tmp_path):
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,  # its own session: every process it starts is findable
+        # a shell starts background jobs with SIGINT ignored, and Python then never raises
+        # KeyboardInterrupt: the run must start as a terminal's foreground job does
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     ckpts = tmp_path / "run" / "checkpoints"
     deadline = time.monotonic() + 240

@@ -55,7 +55,7 @@ class SearchConfig:
     redeal)."""
     candidates: int = 0
     """Candidates per decision: the blueprint's most probable legal actions (0: all legal
-    actions, the blueprint then only breaks ties)."""
+    actions). The blueprint's most probable action is always one of them (``margin``)."""
     rollout: str = "heuristic"
     """Who plays both seats in the playouts: ``heuristic`` (sigma_1's rule, in C) or
     ``blueprint`` (the agent searched over, sampled; batched forwards across every playout
