@@ -16,7 +16,9 @@ Python numbers.
 Durability: the file is written to a temporary file in the same directory,
 fsynced, and moved onto the target with ``os.replace`` (atomic on POSIX), so a
 crash or a failed write leaves either the old checkpoint or the new one, never
-a truncated file, and never deletes the previous checkpoint.
+a truncated file, and never deletes the previous checkpoint. Ctrl-C and SIGTERM
+are held back while the file is written (lostcities/interrupts.py): a write that
+has begun finishes, and the interrupt then acts as if it came just after it.
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ from pathlib import Path
 
 import numpy as np
 import torch
+
+from lostcities.interrupts import deferred_interrupts
 
 FORMAT = "lostcities-checkpoint"
 """Value of the ``format`` header key in every checkpoint."""
@@ -109,18 +113,19 @@ def save_checkpoint(path: str | os.PathLike[str], payload: Mapping[str, object])
 
     path.parent.mkdir(parents=True, exist_ok=True)
     # Same directory as the target: os.replace is only atomic within one file system.
-    fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            torch.save(data, f)
-            f.flush()
-            os.fsync(f.fileno())  # the bytes are on disk before the rename makes them visible
-        os.replace(tmp_name, path)
-    except BaseException:
-        # Also on KeyboardInterrupt: never leave a half-written temp file behind.
-        Path(tmp_name).unlink(missing_ok=True)
-        raise
-    _fsync_directory(path.parent)
+    with deferred_interrupts():  # an interrupt inside torch.save's zip writer breaks it
+        fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                torch.save(data, f)
+                f.flush()
+                os.fsync(f.fileno())  # the bytes are on disk before the rename makes them visible
+            os.replace(tmp_name, path)
+        except BaseException:
+            # Never leave a half-written temp file behind.
+            Path(tmp_name).unlink(missing_ok=True)
+            raise
+        _fsync_directory(path.parent)
 
 
 def load_checkpoint(

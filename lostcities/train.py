@@ -37,6 +37,7 @@ from lostcities.config import TrainConfig, register_configs
 from lostcities.config_checks import check_config
 from lostcities.experiments.launch import fail_sweep, run_isolated_job
 from lostcities.games import GameSpec, make_game
+from lostcities.interrupts import deferred_interrupts
 from lostcities.perf.determinism import apply_determinism
 from lostcities.progress import ProgressLine
 from lostcities.tracking import Tracker, default_run_name, flatten, provenance_tags
@@ -125,19 +126,17 @@ def write_checkpoint(
     are kept."""
     path = checkpoint_path(run_dir / cfg.checkpoint.dir, trainer.iteration)
     identity = checkpoint_identity(game, cfg)
-    save_checkpoint(
-        path,
-        {
-            **identity,
-            "trainer": trainer.state_dict(),
-            "config": resolved,
-            "mlflow_run_id": mlflow_run_id,
-        },
-    )
-    save_checkpoint(
-        agent_path(run_dir), {**identity, "agent": trainer.agent_state(), "config": resolved}
-    )
-    prune_checkpoints(run_dir / cfg.checkpoint.dir, cfg.checkpoint.keep)  # after: never 0 left
+    trainer_state = {
+        **identity,
+        "trainer": trainer.state_dict(),
+        "config": resolved,
+        "mlflow_run_id": mlflow_run_id,
+    }
+    agent_state = {**identity, "agent": trainer.agent_state(), "config": resolved}
+    with deferred_interrupts():  # Ctrl-C waits: the checkpoint and agent.pt stay in step
+        save_checkpoint(path, trainer_state)
+        save_checkpoint(agent_path(run_dir), agent_state)
+        prune_checkpoints(run_dir / cfg.checkpoint.dir, cfg.checkpoint.keep)  # never 0 left
     return path
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 from collections import OrderedDict
 from enum import IntEnum
 
@@ -119,6 +120,26 @@ def test_failed_write_keeps_previous_checkpoint(tmp_path, monkeypatch):
     assert path.read_bytes() == before
     assert load_checkpoint(path)["iteration"] == 1
     assert [p.name for p in tmp_path.iterdir()] == ["ckpt.pt"]  # no temp file left
+
+
+def test_ctrl_c_during_the_write_waits_for_it(tmp_path, monkeypatch):
+    # CI saw SIGTERM land inside torch.save's zip writer: the writer's clean-up then
+    # failed with a RuntimeError that hid the interrupt, and the checkpoint was lost.
+    path = tmp_path / "ckpt.pt"
+    real_save = torch.save
+
+    def interrupted_midway(obj, f, *args, **kwargs):
+        f.write(b"PK\x03\x04")
+        f.seek(0)
+        signal.raise_signal(signal.SIGINT)  # without the deferral: KeyboardInterrupt here
+        real_save(obj, f, *args, **kwargs)
+
+    monkeypatch.setattr(torch, "save", interrupted_midway)
+    with pytest.raises(KeyboardInterrupt):
+        save_checkpoint(path, payload())
+    monkeypatch.undo()
+    assert load_checkpoint(path)["iteration"] == payload()["iteration"]  # written in full
+    assert [p.name for p in tmp_path.iterdir()] == ["ckpt.pt"]
 
 
 def test_overwrite_replaces(tmp_path):

@@ -1,0 +1,62 @@
+import signal
+import threading
+
+import pytest
+
+from lostcities.interrupts import deferred_interrupts
+
+
+def test_sigint_waits_for_the_block_then_raises():
+    done = []
+    with pytest.raises(KeyboardInterrupt):
+        with deferred_interrupts():
+            signal.raise_signal(signal.SIGINT)
+            done.append("rest of the block")
+    assert done == ["rest of the block"]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_sigterm_reaches_the_handler_that_was_there_once():
+    seen = []
+    previous = signal.signal(signal.SIGTERM, lambda s, frame: seen.append(s))
+    try:
+        with deferred_interrupts():
+            signal.raise_signal(signal.SIGTERM)
+            signal.raise_signal(signal.SIGTERM)
+            assert seen == []
+        assert seen == [signal.SIGTERM]
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def test_nested_blocks_hand_the_signal_outwards():
+    order = []
+    with pytest.raises(KeyboardInterrupt):
+        with deferred_interrupts():
+            with deferred_interrupts():
+                signal.raise_signal(signal.SIGINT)
+            order.append("outer block still runs")
+    assert order == ["outer block still runs"]
+
+
+def test_an_error_in_the_block_still_restores_the_handlers():
+    with pytest.raises(ValueError):
+        with deferred_interrupts():
+            raise ValueError("boom")
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_other_threads_defer_nothing():
+    errors = []
+
+    def body():
+        try:
+            with deferred_interrupts():
+                pass
+        except Exception as e:  # signal.signal outside the main thread would raise ValueError
+            errors.append(e)
+
+    t = threading.Thread(target=body)
+    t.start()
+    t.join()
+    assert errors == []
