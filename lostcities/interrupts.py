@@ -1,4 +1,7 @@
-"""Hold Ctrl-C and SIGTERM back while a short write must finish.
+"""Ctrl-C and SIGTERM where the default (raise, or die, at once) is wrong.
+
+Held back while a short write must finish (:func:`deferred_interrupts`), or passed on to
+a child process that must end itself cleanly (:func:`forwarded_interrupts`).
 
 A signal's Python handler runs between any two bytecodes, also inside
 ``torch.save``'s zip writer: the exception it raises there makes the writer's
@@ -12,6 +15,7 @@ after the write.
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
 from collections.abc import Iterator
@@ -46,3 +50,47 @@ def deferred_interrupts() -> Iterator[None]:
             signal.signal(signum, handler)
         for signum in dict.fromkeys(received):  # once each, in arrival order
             signal.raise_signal(signum)  # the restored handler acts on it now
+
+
+class InterruptForwarder:
+    """What :func:`forwarded_interrupts` yields: ``received`` lists the signals that came
+    (in order); :meth:`attach` names the process they go to."""
+
+    def __init__(self) -> None:
+        self.received: list[int] = []
+        self.pid: int | None = None
+
+    def attach(self, pid: int) -> None:
+        """Send from now on to ``pid``, starting with any signal that came before."""
+        self.pid = pid
+        for signum in self.received:
+            os.kill(pid, signum)
+
+    def __call__(self, signum: int, frame: object) -> None:
+        self.received.append(signum)
+        if self.pid is not None:
+            os.kill(self.pid, signum)
+
+
+@contextmanager
+def forwarded_interrupts() -> Iterator[InterruptForwarder]:
+    """Within the block, SIGINT and SIGTERM do not act on this process: they are passed on
+    to the process given to ``attach`` (a child in its own process group, which a
+    terminal's Ctrl-C does not reach), which decides how to stop. Handlers are set before
+    the child exists, so a signal that comes while it starts is not lost. Main thread
+    only (elsewhere nothing is forwarded)."""
+    forwarder = InterruptForwarder()
+    if threading.current_thread() is not threading.main_thread():
+        yield forwarder
+        return
+    # an ignored signal stays ignored (a background job's SIGINT): nothing to pass on
+    previous = {
+        signum: signal.signal(signum, forwarder)
+        for signum in DEFERRED
+        if signal.getsignal(signum) is not signal.SIG_IGN
+    }
+    try:
+        yield forwarder
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, signal.SIG_DFL if handler is None else handler)

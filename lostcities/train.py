@@ -35,7 +35,7 @@ from lostcities.checkpoint import (
 )
 from lostcities.config import TrainConfig, register_configs
 from lostcities.config_checks import check_config
-from lostcities.experiments.launch import fail_sweep, run_isolated_job
+from lostcities.experiments.launch import run_isolated_job, stop_sweep
 from lostcities.games import GameSpec, make_game
 from lostcities.interrupts import deferred_interrupts
 from lostcities.perf.determinism import apply_determinism
@@ -332,17 +332,26 @@ def main(dict_cfg: DictConfig) -> float | None:
     hydra_cfg = HydraConfig.get()
     if cfg.experiment and cfg.experiment.isolate and hydra_cfg.mode == RunMode.MULTIRUN:
         # an experiment's job: train in a fresh process (lostcities/experiments/launch.py)
-        code = run_isolated_job(
+        job = run_isolated_job(
             cfg.experiment,
             list(hydra_cfg.overrides.task),
             Path(hydra_cfg.runtime.output_dir),
             Path(hydra_cfg.sweep.dir),
             cfg.run.seed,
         )
-        if code != 0:
-            fail_sweep(cfg.tracking, Path(hydra_cfg.sweep.dir))
-            print(f"error: experiment job {hydra_cfg.job.num} exited with {code}", file=sys.stderr)
-            sys.exit(code)
+        if job.interrupt is not None:  # the job printed its own line: where to resume it
+            stop_sweep(cfg.tracking, Path(hydra_cfg.sweep.dir), "KILLED")
+            name = signal.Signals(job.interrupt).name
+            num = hydra_cfg.job.num
+            print(f"interrupted ({name}): sweep stopped in job {num}", file=sys.stderr)
+            sys.exit(128 + job.interrupt)
+        if job.code != 0:
+            stop_sweep(cfg.tracking, Path(hydra_cfg.sweep.dir), "FAILED")
+            print(
+                f"error: experiment job {hydra_cfg.job.num} exited with {job.code}",
+                file=sys.stderr,
+            )
+            sys.exit(job.code)
         return None
     resolved = OmegaConf.to_container(dict_cfg, resolve=True)
     run_dir = Path(hydra_cfg.runtime.output_dir)

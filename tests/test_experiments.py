@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
+from conftest import session_processes
 
 from lostcities.config import ExperimentConfig
 from lostcities.experiments.report import build_report, decide, render_markdown
@@ -135,3 +139,46 @@ def test_compile_ab_on_leduc_three_seeds(tmp_path, mlflow_uri):
         tmp_path, mlflow_uri, ["+experiment=compile_ab", "game=leduc", "network=wide"]
     )
     assert "## Verdict" in report.read_text()
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_interrupted_sweep_ends_its_job_and_itself_killed(tmp_path, mlflow_uri, signum):
+    """Ctrl-C (to the sweep's process group, as a terminal sends it) or SIGTERM (to the
+    sweep process only) while a job trains: the job stops as a run does, the sweep stops,
+    and neither MLflow run is left RUNNING."""
+    from mlflow import MlflowClient
+
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            *("-m", "lostcities.train", "-m", "+experiment=drift", *TINY_KUHN),
+            *("experiment.arm=0", "run.seed=0,1", "run.iterations=1000", "checkpoint.every=1"),
+        ],
+        cwd=tmp_path,
+        env={**os.environ, "MLFLOW_TRACKING_URI": mlflow_uri},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # its own session and process group, like a terminal job
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # see the Ctrl-C test
+    )
+    deadline = time.monotonic() + 240
+    while not list(tmp_path.glob("multirun/*/*/0_*/checkpoints/ckpt_*.pt")):
+        assert proc.poll() is None, proc.stderr.read()
+        assert time.monotonic() < deadline, "the first job wrote no checkpoint"
+        time.sleep(0.2)
+    if signum == signal.SIGINT:
+        os.killpg(proc.pid, signum)  # what Ctrl-C in the terminal does
+    else:
+        os.kill(proc.pid, signum)  # what kill, a scheduler's time limit do
+    _, stderr = proc.communicate(timeout=120)
+    name = signal.Signals(signum).name
+    assert proc.returncode == 128 + signum, stderr
+    assert re.search(rf"interrupted \({name}\) at iteration \d+; last checkpoint \S+", stderr)
+    assert stderr.rstrip().endswith(f"interrupted ({name}): sweep stopped in job 0"), stderr
+    assert not list(tmp_path.glob("multirun/*/*/1_*"))  # the second job never started
+    time.sleep(0.5)
+    assert session_processes(proc.pid) == []
+    client = MlflowClient(mlflow_uri)
+    runs = client.search_runs([client.get_experiment_by_name("lostcities").experiment_id])
+    assert sorted(r.info.status for r in runs) == ["KILLED", "KILLED"]  # parent and job

@@ -1,9 +1,11 @@
 import signal
+import subprocess
+import sys
 import threading
 
 import pytest
 
-from lostcities.interrupts import deferred_interrupts
+from lostcities.interrupts import deferred_interrupts, forwarded_interrupts
 
 
 def test_sigint_waits_for_the_block_then_raises():
@@ -60,3 +62,29 @@ def test_other_threads_defer_nothing():
     t.start()
     t.join()
     assert errors == []
+
+
+def test_forwarded_signals_go_to_the_attached_process_only():
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], process_group=0)
+    try:
+        with forwarded_interrupts() as forwarder:
+            signal.raise_signal(signal.SIGTERM)  # before attach: kept, sent on attach
+            assert child.poll() is None
+            forwarder.attach(child.pid)
+            assert child.wait(timeout=30) == -signal.SIGTERM
+        assert forwarder.received == [signal.SIGTERM]
+        assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_an_ignored_signal_is_not_forwarded():
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        with forwarded_interrupts() as forwarder:
+            signal.raise_signal(signal.SIGINT)
+        assert forwarder.received == []
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, previous)

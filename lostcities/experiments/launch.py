@@ -17,8 +17,10 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import NamedTuple
 
 from lostcities.config import ExperimentConfig, TrackingConfig
+from lostcities.interrupts import forwarded_interrupts
 
 SWEEP_FILE = "sweep.json"  # in the sweep directory: the parent MLflow run of the arms
 ARM_FILE = "arm.json"  # in each job directory: which arm and seed it ran
@@ -44,10 +46,18 @@ def settings(overrides: list[str]) -> list[str]:
     return [o for o in overrides if not o.startswith(_NOT_A_SETTING)]
 
 
+class IsolatedJob(NamedTuple):
+    code: int
+    """The job's exit code (0: success; 130 / 143 after SIGINT / SIGTERM)."""
+    interrupt: int | None
+    """The first signal (SIGINT or SIGTERM) this process passed on to the job, if any."""
+
+
 def run_isolated_job(
     cfg: ExperimentConfig, task_overrides: list[str], output_dir: Path, sweep_dir: Path, seed: int
-) -> int:
-    """Run one job in a fresh process; returns its exit code (0: success)."""
+) -> IsolatedJob:
+    """Run one job in a fresh process and wait for it. An interrupt meanwhile is passed on
+    to the job, which stops as a run does (MLflow run KILLED, last checkpoint kept)."""
     parent = read_sweep_state(sweep_dir).get("parent_run_id")
     label = arm_label(cfg, cfg.arm)
     common = " ".join(settings(task_overrides))
@@ -68,14 +78,23 @@ def run_isolated_job(
     if parent:
         command.append(f"tracking.parent_run_id={parent}")
     print(f"[{cfg.name}] arm {cfg.arm} ({label}), seed {seed}: {output_dir}", flush=True)
-    return subprocess.run(command, check=False).returncode
+    # The job gets its own process group, and Ctrl-C / SIGTERM reach it only through
+    # this process. Before, a terminal's Ctrl-C hit both and subprocess.run answered its
+    # KeyboardInterrupt by killing the job 0.25 s later, before the job had ended its
+    # MLflow run (left RUNNING); a SIGTERM killed this process and left the job running.
+    with forwarded_interrupts() as forwarder:
+        job = subprocess.Popen(command, process_group=0)
+        forwarder.attach(job.pid)
+        code = job.wait()
+    return IsolatedJob(code, forwarder.received[0] if forwarder.received else None)
 
 
-def fail_sweep(tracking: TrackingConfig, sweep_dir: Path) -> None:
-    """A job failed: the sweep stops, and its parent MLflow run ends FAILED (not RUNNING)."""
+def stop_sweep(tracking: TrackingConfig, sweep_dir: Path, status: str) -> None:
+    """A job failed (``FAILED``) or was interrupted (``KILLED``): the sweep stops, and its
+    parent MLflow run ends with that status (not RUNNING)."""
     from lostcities.tracking import finish_parent_run
 
-    finish_parent_run(tracking, read_sweep_state(sweep_dir).get("parent_run_id"), {}, [], "FAILED")
+    finish_parent_run(tracking, read_sweep_state(sweep_dir).get("parent_run_id"), {}, [], status)
 
 
 def read_sweep_state(sweep_dir: Path) -> dict:
