@@ -25,29 +25,35 @@ DEFERRED = (signal.SIGINT, signal.SIGTERM)
 
 
 @contextmanager
-def deferred_interrupts() -> Iterator[None]:
-    """Delay SIGINT and SIGTERM until the block ends (successfully or not).
-
-    Only the main thread can set handlers; elsewhere (and for a signal whose
-    handler was not installed from Python, which could not be put back) this
-    defers nothing. Nesting works: an inner block hands its signals to the outer
-    one's recorder when it ends."""
+def _handled_by(handler) -> Iterator[None]:
+    """``handler`` takes SIGINT and SIGTERM for the block; the old handlers come back
+    after it. Only the main thread can set handlers: elsewhere this changes nothing. An
+    ignored signal stays ignored (a background job's SIGINT), and one whose handler was
+    not set from Python is left alone (it could not be put back)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    received: list[int] = []
     previous = {}
     for signum in DEFERRED:
-        handler = signal.getsignal(signum)
-        if handler is None:  # set outside Python: cannot be restored
-            continue
-        previous[signum] = handler
-        signal.signal(signum, lambda s, frame: received.append(s))
+        old = signal.getsignal(signum)
+        if old is not None and old is not signal.SIG_IGN:
+            previous[signum] = signal.signal(signum, handler)
     try:
         yield
     finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
+        for signum, old in previous.items():
+            signal.signal(signum, old)
+
+
+@contextmanager
+def deferred_interrupts() -> Iterator[None]:
+    """Delay SIGINT and SIGTERM until the block ends (successfully or not). Nesting
+    works: an inner block hands its signals to the outer one's recorder when it ends."""
+    received: list[int] = []
+    try:
+        with _handled_by(lambda signum, frame: received.append(signum)):
+            yield
+    finally:
         for signum in dict.fromkeys(received):  # once each, in arrival order
             signal.raise_signal(signum)  # the restored handler acts on it now
 
@@ -77,20 +83,7 @@ def forwarded_interrupts() -> Iterator[InterruptForwarder]:
     """Within the block, SIGINT and SIGTERM do not act on this process: they are passed on
     to the process given to ``attach`` (a child in its own process group, which a
     terminal's Ctrl-C does not reach), which decides how to stop. Handlers are set before
-    the child exists, so a signal that comes while it starts is not lost. Main thread
-    only (elsewhere nothing is forwarded)."""
+    the child exists, so a signal that comes while it starts is not lost."""
     forwarder = InterruptForwarder()
-    if threading.current_thread() is not threading.main_thread():
+    with _handled_by(forwarder):
         yield forwarder
-        return
-    # an ignored signal stays ignored (a background job's SIGINT): nothing to pass on
-    previous = {
-        signum: signal.signal(signum, forwarder)
-        for signum in DEFERRED
-        if signal.getsignal(signum) is not signal.SIG_IGN
-    }
-    try:
-        yield forwarder
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, signal.SIG_DFL if handler is None else handler)
