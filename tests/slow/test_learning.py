@@ -39,9 +39,11 @@ def test_leduc_single_deep_cfr_reaches_010(tmp_path):
 
 
 def test_leduc_rollout_scheme_learns(tmp_path):
-    """The Lost Cities scheme on Leduc: far below the uniform policy's 2.37."""
+    """The Lost Cities scheme on Leduc, shipped Leduc settings, 50 iterations: measured
+    0.110 (seed 0; the uniform policy is at 2.37). The bar catches a return of the
+    underfitting advantage nets (0.254 with lr 1e-3, batch 1024)."""
     rows = run(["game=leduc", "traversal.scheme=rollout", "run.iterations=50"], tmp_path)
-    assert rows[-1]["eval/exploitability"] < 0.6
+    assert rows[-1]["eval/exploitability"] < 0.2
 
 
 def test_lost_cities_default_run_gains_over_sigma1(tmp_path):
