@@ -41,6 +41,7 @@ def mlflow_uri(mlflow_template: Path, tmp_path: Path, monkeypatch: pytest.Monkey
 
 LOST_CITIES_TINY = [
     "run.iterations=2",
+    "traversal.executor=inline",  # spawning workers costs seconds; results do not depend on it
     "traversal.first_traversals_per_player=8",
     "traversal.traversals_per_player=4",
     "optim.advantage_steps=20",
