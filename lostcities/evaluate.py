@@ -33,7 +33,13 @@ from lostcities.eval.agents import AGENT_KINDS, PLAY_MODES, agents_from_checkpoi
 from lostcities.eval.arena import paired_gain, pooled_paired_gain
 from lostcities.eval.evaluate import play_agent_match
 from lostcities.eval.opponents import BOT_NAMES
-from lostcities.eval.search import ROLLOUT_PLAYS, ROLLOUT_POLICIES, SearchAgent, SearchConfig
+from lostcities.eval.search import (
+    KEEP_RULES,
+    ROLLOUT_PLAYS,
+    ROLLOUT_POLICIES,
+    SearchAgent,
+    SearchConfig,
+)
 
 DEFAULT_BOTS = "random,discard_only,eager,cautious,committer,sigma1_greedy"
 
@@ -68,6 +74,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     search.add_argument("--search-candidates", type=int, default=0, metavar="N")
     search.add_argument("--search-margin", type=float, default=2.0, metavar="Z")
+    search.add_argument(
+        "--search-keep",
+        default="greedy",
+        choices=KEEP_RULES,
+        help="the move played unless another is clearly better: the agent's most probable "
+        "(greedy) or one sampled from it",
+    )
     search.add_argument("--search-rollout", default="heuristic", choices=ROLLOUT_POLICIES)
     search.add_argument("--search-rollout-play", default="greedy", choices=ROLLOUT_PLAYS)
     search.add_argument("--search-blueprint-plies", type=int, default=0, metavar="P")
@@ -86,6 +99,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                 determinizations=args.search,
                 candidates=args.search_candidates,
                 margin=args.search_margin,
+                keep=args.search_keep,
                 rollout=args.search_rollout,
                 rollout_play=args.search_rollout_play,
                 blueprint_plies=args.search_blueprint_plies,

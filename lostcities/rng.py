@@ -32,6 +32,7 @@ class Purpose(IntEnum):
     NETWORK_INIT = 9
     EVALUATION = 10
     SEARCH = 11
+    SEARCH_KEEP = 12
 
 
 def mix64(z: int) -> int:

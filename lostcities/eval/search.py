@@ -3,7 +3,9 @@
 At each decision of the searching player (one row of ``probs``):
 
 1. candidates: the legal actions, or the blueprint's ``candidates`` most probable ones
-   (the blueprint is the trained agent: single Deep CFR, the policy net, ...);
+   (the blueprint is the trained agent: single Deep CFR, the policy net, ...); the first
+   is the move to keep: the blueprint's most probable action (``keep=greedy``) or one
+   drawn from its probabilities (``keep=sampled``, a stream keyed like the redeals);
 2. ``determinizations`` times: redeal what the player cannot see (the opponent's hand
    but for cards seen taken from discard piles, and the draw pile:
    ``LostCitiesGame.determinize``), apply each candidate to a copy and play the copy
@@ -11,7 +13,7 @@ At each decision of the searching player (one row of ``probs``):
    greedy or sampled, all in C: ``heuristic_playouts``), or the blueprint itself
    (``rollout=blueprint``, batched network forwards), or the blueprint for the first
    ``blueprint_plies`` decisions and the rule after;
-3. keep the blueprint's most probable action unless the candidate with the highest mean
+3. keep that move unless the candidate with the highest mean
    return (score difference) beats it by more than ``margin`` standard errors of the
    paired difference: every candidate of a decision sees the same redeals and playout
    streams (common random numbers). Without the margin, a move is often picked for its
@@ -46,6 +48,7 @@ from lostcities.rng import Purpose, Stream, stream_key
 
 ROLLOUT_PLAYS = ("greedy", "sampled")
 ROLLOUT_POLICIES = ("blueprint", "heuristic")
+KEEP_RULES = ("greedy", "sampled")
 
 
 @dataclass(frozen=True)
@@ -67,10 +70,15 @@ class SearchConfig:
     rollout_play: str = "greedy"
     """How the heuristic plays its playouts: ``greedy`` (its best action) or ``sampled``
     (sigma_1 itself: 10% uniform)."""
+    keep: str = "greedy"
+    """The move played unless another candidate is clearly better (``margin``): the
+    blueprint's most probable action (``greedy``) or one sampled from the blueprint
+    (``sampled``: a mixed blueprint such as single Deep CFR's sigma_t plays sampled, and
+    its argmax can be weaker than its samples)."""
     margin: float = 2.0
-    """Play the blueprint's most probable action unless another candidate beats it by
-    more than ``margin`` standard errors of the paired difference over the redeals (0:
-    plain argmax of the mean). Guards against picking a move for its playout noise."""
+    """Play the kept move (``keep``) unless another candidate beats it by more than
+    ``margin`` standard errors of the paired difference over the redeals (0: plain argmax
+    of the mean). Guards against picking a move for its playout noise."""
     seed: int = 0
     """Keys the redeal and playout streams."""
 
@@ -87,6 +95,8 @@ class SearchConfig:
             raise ValueError(
                 f"rollout_play must be one of {ROLLOUT_PLAYS}, got {self.rollout_play!r}"
             )
+        if self.keep not in KEEP_RULES:
+            raise ValueError(f"keep must be one of {KEEP_RULES}, got {self.keep!r}")
 
 
 def _explore(rollout_play: str) -> float:
@@ -179,8 +189,13 @@ class SearchAgent:
     needs_states = True
 
     def __init__(self, blueprint, config: SearchConfig) -> None:
-        if blueprint is None and (config.rollout == "blueprint" or config.blueprint_plies):
-            raise ValueError("rollout=blueprint needs a blueprint agent to search over")
+        if blueprint is None and (
+            config.rollout == "blueprint" or config.blueprint_plies or config.keep == "sampled"
+        ):
+            raise ValueError(
+                "rollout=blueprint, blueprint_plies and keep=sampled need a blueprint agent "
+                "to search over"
+            )
         self.blueprint = blueprint
         self.config = config
         self.name = f"search({blueprint.name if blueprint is not None else 'none'})"
@@ -191,21 +206,26 @@ class SearchAgent:
         start = time.perf_counter()
         cfg = self.config
         if self.blueprint is not None:
-            prior = self.blueprint.probs(games, players, features, masks)
+            blueprint_probs = self.blueprint.probs(games, players, features, masks)  # (n, A)
         else:
-            prior = np.zeros(masks.shape)
+            blueprint_probs = np.zeros(masks.shape)
         # prefer the blueprint's more probable action, then the lower index
-        prior = np.where(masks > 0, prior, -np.inf)
+        prior = np.where(masks > 0, blueprint_probs, -np.inf)
         lines, viewers, keys, plans, line_games = [], [], [], [], []
-        for game, player, row_prior, state in zip(games, players, prior, states, strict=True):
-            legal = np.flatnonzero(np.isfinite(row_prior))
-            ranked = legal[np.argsort(-row_prior[legal], kind="stable")]
+        for row, (game, player, state) in enumerate(zip(games, players, states, strict=True)):
+            legal = np.flatnonzero(np.isfinite(prior[row]))
+            ranked = legal[np.argsort(-prior[row, legal], kind="stable")]
+            decision = 2 * state.turns + state.phase
+            if cfg.keep == "sampled":  # the drawn move first, the rest in blueprint order
+                kept = Stream(self._key(game, decision, 0, Purpose.SEARCH_KEEP)).choice(
+                    blueprint_probs[row] * masks[row]
+                )
+                ranked = np.concatenate(([kept], ranked[ranked != kept]))
             if cfg.candidates > 0:
                 ranked = ranked[: cfg.candidates]
             plans.append((ranked, len(lines)))
             if len(ranked) == 1:
                 continue
-            decision = 2 * state.turns + state.phase
             for k in range(cfg.determinizations):
                 redeal = state.clone()
                 redeal.determinize(int(player), self._key(game, decision, 2 * k))
@@ -238,7 +258,7 @@ class SearchAgent:
 
     def _pick(self, values: np.ndarray) -> int:
         """Index of the candidate to play from values (redeals, candidates); candidate 0 is
-        the blueprint's most probable action."""
+        the kept move (``keep``)."""
         means = values.mean(axis=0)
         best = int(means.argmax())  # the first maximum: blueprint order breaks ties
         if self.config.margin <= 0.0 or best == 0 or len(values) < 2:
@@ -247,5 +267,5 @@ class SearchAgent:
         stderr = diffs.std(ddof=1) / np.sqrt(len(diffs))
         return best if diffs.mean() > self.config.margin * stderr else 0
 
-    def _key(self, game: int, decision: int, index: int) -> int:
-        return stream_key(self.config.seed, int(game), decision, index, Purpose.SEARCH)
+    def _key(self, game: int, decision: int, index: int, purpose: Purpose = Purpose.SEARCH) -> int:
+        return stream_key(self.config.seed, int(game), decision, index, purpose)

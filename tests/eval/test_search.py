@@ -20,7 +20,7 @@ from lostcities.eval.search import (
 )
 from lostcities.games.lost_cities import LostCitiesGame
 from lostcities.games.rules import RulesState
-from lostcities.rng import Stream
+from lostcities.rng import Purpose, Stream, stream_key
 
 SEEDS = st.integers(min_value=0, max_value=2**63 - 1)
 
@@ -136,6 +136,7 @@ def test_agent_playouts_end_every_game_and_score_from_the_viewer():
         ({"rollout": "oracle"}, "rollout must be one of"),
         ({"rollout_play": "wild"}, "rollout_play must be one of"),
         ({"blueprint_plies": -1}, "blueprint_plies must be >= 0"),
+        ({"keep": "best"}, "keep must be one of"),
     ],
 )
 def test_search_config_rejects_bad_values(kwargs, message):
@@ -143,23 +144,49 @@ def test_search_config_rejects_bad_values(kwargs, message):
         SearchConfig(**kwargs)
 
 
-def test_blueprint_playouts_need_a_blueprint():
-    with pytest.raises(ValueError, match="needs a blueprint"):
-        SearchAgent(None, SearchConfig(rollout="blueprint"))
+@pytest.mark.parametrize("kwargs", [{"rollout": "blueprint"}, {"keep": "sampled"}])
+def test_blueprint_playouts_and_sampled_keeps_need_a_blueprint(kwargs):
+    with pytest.raises(ValueError, match="need a blueprint"):
+        SearchAgent(None, SearchConfig(**kwargs))
+
+
+def blueprint_probs(blueprint, game):
+    """The blueprint's probabilities (A,) at the game's current decision, as game 0."""
+    player = game.current_player
+    return blueprint.probs(
+        np.array([0]),
+        np.array([player], dtype=np.int8),
+        game.encode(player)[None],
+        game.legal_mask()[None],
+    )[0]
 
 
 def test_one_candidate_is_the_blueprints_most_probable_move():
     blueprint = sigma1_agent()
     agent = SearchAgent(blueprint, SearchConfig(determinizations=4, candidates=1))
     game = LostCitiesGame.from_seed(9)
-    player = game.current_player
-    prior = blueprint.probs(
-        np.array([0]),
-        np.array([player], dtype=np.int8),
-        game.encode(player)[None],
-        game.legal_mask()[None],
-    )[0]
+    prior = blueprint_probs(blueprint, game)
     assert int(decide(agent, game).argmax()) == int(prior.argmax())
+
+
+def test_sampled_keep_plays_the_move_drawn_from_the_blueprint():
+    """With one candidate the search plays its kept move: under keep=sampled, the draw
+    from the blueprint's probabilities on the SEARCH_KEEP stream of (seed, game,
+    decision); sigma_1 explores 10% of the time, so over a whole game it leaves its
+    argmax."""
+    blueprint = sigma1_agent()
+    config = SearchConfig(determinizations=2, candidates=1, keep="sampled", seed=4)
+    agent = SearchAgent(blueprint, config)
+    game, off_argmax = LostCitiesGame.from_seed(11), 0
+    while not game.is_terminal:
+        prior = blueprint_probs(blueprint, game)
+        decision = 2 * game.turns + game.phase
+        drawn = Stream(stream_key(4, 0, decision, 0, Purpose.SEARCH_KEEP)).choice(prior)
+        move = int(decide(agent, game).argmax())
+        assert move == drawn and game.legal_mask()[move] == 1
+        off_argmax += move != int(prior.argmax())
+        game.apply(move)
+    assert off_argmax > 0
 
 
 def test_agent_steps_advance_the_given_number_of_plies():
