@@ -31,7 +31,12 @@ from omegaconf import OmegaConf
 from lostcities.cfr.networks import build_network
 from lostcities.cfr.policy import AdvantagePolicy
 from lostcities.cfr.traversal import TraversalId, run_traversals
-from lostcities.cfr.workers import ProcessExecutor, WorkerSpec, build_worker_traverser
+from lostcities.cfr.workers import (
+    ProcessExecutor,
+    WorkerSpec,
+    build_worker_traverser,
+    run_all,
+)
 from lostcities.config import TrainConfig, register_configs
 from lostcities.games._state import op_costs
 
@@ -74,7 +79,7 @@ def run_arm(arm: str, cfg: TrainConfig, ids, pools) -> tuple[float, int]:
     if arm == "inline":
         results = run_traversals(traverser, ids)
     else:
-        results = pools[arm].run(ids, sigma)
+        results = run_all(pools[arm], ids, sigma)
     seconds = time.perf_counter() - start
     return seconds, sum(r.stats["nodes"] for r in results)
 
@@ -180,7 +185,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
         for mode, cfg in modes.items():
             for workers in (1, 2):
                 pool = ProcessExecutor(spec_of(cfg), num_workers=workers)
-                pool.run(ids[:2], AdvantagePolicy())  # start-up and imports out of the timing
+                run_all(pool, ids[:2], AdvantagePolicy())  # start-up and imports out of the timing
                 pools[(mode, workers)] = pool
         seconds: Counter[tuple[str, str]] = Counter()
         nodes: Counter[tuple[str, str]] = Counter()

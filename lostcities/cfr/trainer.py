@@ -5,8 +5,9 @@ Per iteration t (1-based) and player p:
    and let the executor run them (inline or in worker processes, see
    workers.py: only the partition of the list may depend on the number of
    workers);
-2. sort the results by ID and insert their samples into the reservoir
-   memories in that order (advantage memory of p, shared strategy memory);
+2. insert their samples into the reservoir memories in ID order (advantage
+   memory of p, shared strategy memory), slice by slice as the executor
+   yields them;
 3. train p's advantage network (from scratch by default) on a
    t-weighted MSE over legal actions (linear CFR weighting), and make it
    p's sigma for every later traversal: right away with ``alternating``
@@ -223,16 +224,24 @@ class DeepCFRTrainer:
             on_progress = None
             if self.progress is not None:
                 on_progress = _phase_progress(self.progress, f"traversal p{player}", len(ids))
-            results = sorted(self.executor.run(ids, self.sigma, on_progress), key=lambda r: r.id)
-            if [r.id for r in results] != ids:
-                raise RuntimeError(f"executor returned {len(results)} results for {len(ids)} IDs")
             memory_stream = Stream(stream_key(self.seed, t, player, 0, Purpose.MEMORY))
-            for result in results:  # ordered merge: memory content depends on IDs only
-                self.advantage_memories[player].add(*result.advantage, t, memory_stream)
-                self.strategy_memory.add(*result.strategy, t, memory_stream)
-                n_adv += len(result.advantage.features)
-                n_strat += len(result.strategy.features)
-                totals.update(result.stats)
+            merged = 0  # results merged so far: the next one must be ids[merged]
+            # Ordered merge, slice by slice as the executor yields them: memory content
+            # depends on the IDs only, and only a slice of samples is held at a time.
+            for part in self.executor.run(ids, self.sigma, on_progress):
+                if [r.id for r in part] != ids[merged : merged + len(part)]:
+                    raise RuntimeError(
+                        f"executor returned results out of ID order after {merged} of {len(ids)}"
+                    )
+                merged += len(part)
+                for result in part:
+                    self.advantage_memories[player].add(*result.advantage, t, memory_stream)
+                    self.strategy_memory.add(*result.strategy, t, memory_stream)
+                    n_adv += len(result.advantage.features)
+                    n_strat += len(result.strategy.features)
+                    totals.update(result.stats)
+            if merged != len(ids):
+                raise RuntimeError(f"executor returned {merged} results for {len(ids)} IDs")
             time_traversal += time.perf_counter() - start
             if self.traversal_cfg.updates == "alternating":
                 start = time.perf_counter()

@@ -1,10 +1,12 @@
 """Executors: who runs an iteration's traversals. Only the partition of the ID list varies.
 
 The trainer hands an executor the canonical list of traversal IDs of one
-(iteration, player) and the current sigma; the executor returns one
-``TraversalResult`` per ID, in any order (the trainer sorts by ID before it
-merges). Every random number of a traversal is keyed by its ID, so which
-process ran it, with which neighbours, cannot change its result.
+(iteration, player) and the current sigma; the executor yields the results as
+consecutive slices of that list, in ID order (one ``TraversalResult`` per ID),
+so the trainer merges each slice into its memories as it arrives and never
+holds a whole iteration's samples (Lost Cities' default: ~5.6 GB per player).
+Every random number of a traversal is keyed by its ID, so which process ran
+it, with which neighbours, cannot change its result.
 
 ``InlineExecutor`` runs the list in the trainer's process. ``ProcessExecutor``
 keeps a pool of spawned worker processes for the whole run: each rebuilds its
@@ -30,7 +32,7 @@ import os
 import signal
 import weakref
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from typing import Protocol
@@ -44,6 +46,9 @@ from lostcities.config import DeterminismConfig, GameConfig, NetworkConfig, Trav
 
 EXECUTORS = ("inline", "processes")
 TASKS_PER_WORKER = 4  # automatic chunk size: about this many chunks per worker and call
+# ... and at most this many traversals: a Lost Cities rollout traversal sends ~0.35 MB of
+# samples back, and chunks that finish ahead of an earlier one wait in the trainer.
+MAX_AUTO_CHUNK = 64
 PROGRESS_STEPS = 100  # InlineExecutor reports progress about this many times per call
 STOP_TIMEOUT_S = 5.0  # an idle worker gets this long to exit after "stop"
 
@@ -60,7 +65,9 @@ class Executor(Protocol):
         ids: list[TraversalId],
         sigma: AdvantagePolicy,
         on_progress: Callable[[int], None] | None = None,
-    ) -> list[TraversalResult]: ...
+    ) -> Iterator[list[TraversalResult]]:
+        """Consecutive slices of the results of ``ids``, in ID order."""
+        ...
 
     def close(self) -> None: ...
 
@@ -77,19 +84,25 @@ class InlineExecutor:
         ids: list[TraversalId],
         sigma: AdvantagePolicy,
         on_progress: Callable[[int], None] | None = None,
-    ) -> list[TraversalResult]:
-        if on_progress is None:
-            return run_traversals(self.traverser, ids)
-        # In slices, so that a long call reports ~1% at a time; the results do not change.
-        step = max(1, math.ceil(len(ids) / PROGRESS_STEPS))
-        results: list[TraversalResult] = []
+    ) -> Iterator[list[TraversalResult]]:
+        # In slices of ~1% (at most MAX_AUTO_CHUNK): a long call reports progress and its
+        # samples reach the memories as it goes; the results do not change.
+        step = max(1, min(MAX_AUTO_CHUNK, math.ceil(len(ids) / PROGRESS_STEPS)))
         for i in range(0, len(ids), step):
-            results.extend(run_traversals(self.traverser, ids[i : i + step]))
-            on_progress(len(results))
-        return results
+            yield run_traversals(self.traverser, ids[i : i + step])
+            if on_progress is not None:
+                on_progress(min(i + step, len(ids)))
 
     def close(self) -> None:
         pass
+
+
+def run_all(
+    executor: Executor, ids: list[TraversalId], sigma: AdvantagePolicy
+) -> list[TraversalResult]:
+    """Every result of ``ids``, in ID order, in one list (the trainer merges slices as they
+    come instead: a list holds all of them at once)."""
+    return [result for part in executor.run(ids, sigma) for result in part]
 
 
 @dataclass(frozen=True)
@@ -174,7 +187,7 @@ class _Worker:
         self.process.start()
         child.close()  # the parent keeps one end: EOF reaches the worker if the parent dies
         self.version = -1  # sigma version this worker holds
-        self.chunk: list[TraversalId] | None = None  # in flight
+        self.chunk: int | None = None  # index of the chunk in flight, in its run call
         self.attempt = 0
 
     @property
@@ -239,7 +252,7 @@ class ProcessExecutor:
 
     def chunks(self, ids: list[TraversalId]) -> list[list[TraversalId]]:
         tasks = TASKS_PER_WORKER * len(self.workers)
-        size = self.chunk_size or max(1, math.ceil(len(ids) / tasks))
+        size = self.chunk_size or min(MAX_AUTO_CHUNK, max(1, math.ceil(len(ids) / tasks)))
         return [ids[i : i + size] for i in range(0, len(ids), size)]
 
     def run(
@@ -247,76 +260,99 @@ class ProcessExecutor:
         ids: list[TraversalId],
         sigma: AdvantagePolicy,
         on_progress: Callable[[int], None] | None = None,
-    ) -> list[TraversalResult]:
-        """``on_progress(done)``: called as each chunk's results arrive (a chunk merges whole)."""
-        pending = deque((chunk, 0) for chunk in self.chunks(ids))
-        results: list[TraversalResult] = []
-        snapshot = None  # built at most once per call, sent once per worker
-        while pending or any(w.chunk is not None for w in self.workers):
-            for index, worker in enumerate(self.workers):
-                if not pending:
-                    break
+    ) -> Iterator[list[TraversalResult]]:
+        """Yields each chunk's results in ID order, as soon as every earlier chunk is in
+        (chunks that finish early wait here: about one per worker); ``on_progress(done)``:
+        called as each chunk's results arrive (a chunk merges whole). A caller that stops
+        early leaves the busy workers stopped, to be replaced on the next call."""
+        chunks = self.chunks(ids)
+        pending = deque((index, 0) for index in range(len(chunks)))  # (chunk index, attempt)
+        finished: dict[int, list[TraversalResult]] = {}  # chunk index -> results, not yielded
+        received = 0  # results in, for on_progress
+        snapshot: list = []  # sigma's weights, built at most once per call
+        try:
+            for next_index in range(len(chunks)):
+                while next_index not in finished:
+                    self._dispatch(chunks, pending, sigma, snapshot)
+                    for index, results in self._collect(chunks, pending):
+                        finished[index] = results
+                        received += len(results)
+                        if on_progress is not None:
+                            on_progress(received)
+                self._dispatch(chunks, pending, sigma, snapshot)  # busy while the caller merges
+                yield finished.pop(next_index)
+        finally:
+            for worker in self.workers:  # only after an early stop: abandon in-flight chunks
                 if worker.chunk is not None:
-                    continue
-                if not worker.process.is_alive():  # died while idle: nothing to rerun
-                    worker = self._replace(index, worker.cause_of_death())
-                chunk, attempt = pending.popleft()
-                try:
-                    if worker.version != sigma.version:
-                        snapshot = snapshot or sigma.snapshot()
-                        worker.conn.send(("policy", snapshot))
-                        worker.version = sigma.version
-                    self._task += 1
-                    worker.conn.send(("run", self._task, chunk))
-                except (BrokenPipeError, OSError):
-                    pending.appendleft((chunk, attempt))  # not started: no attempt used
-                    self._replace(index, worker.cause_of_death())
-                    continue
-                worker.chunk, worker.attempt = chunk, attempt
-            self._collect(pending, results, on_progress)
-        return results
+                    worker.stop(busy_ok=True)
+                    worker.chunk = None
+
+    def _dispatch(
+        self, chunks: list[list[TraversalId]], pending: deque, sigma, snapshot: list
+    ) -> None:
+        """Send the next pending chunks to the idle workers (the weights first, once per
+        sigma version and worker; ``snapshot`` caches them for the call)."""
+        for index, worker in enumerate(self.workers):
+            if not pending:
+                break
+            if worker.chunk is not None:
+                continue
+            if not worker.process.is_alive():  # died while idle: nothing to rerun
+                worker = self._replace(index, worker.cause_of_death())
+            chunk_index, attempt = pending.popleft()
+            try:
+                if worker.version != sigma.version:
+                    if not snapshot:
+                        snapshot.append(sigma.snapshot())
+                    worker.conn.send(("policy", snapshot[0]))
+                    worker.version = sigma.version
+                self._task += 1
+                worker.conn.send(("run", self._task, chunks[chunk_index]))
+            except (BrokenPipeError, OSError):
+                pending.appendleft((chunk_index, attempt))  # not started: no attempt used
+                self._replace(index, worker.cause_of_death())
+                continue
+            worker.chunk, worker.attempt = chunk_index, attempt
 
     def _collect(
-        self,
-        pending: deque,
-        results: list[TraversalResult],
-        on_progress: Callable[[int], None] | None = None,
-    ) -> None:
-        """Wait until at least one busy worker answers or dies, and handle every one that did."""
+        self, chunks: list[list[TraversalId]], pending: deque
+    ) -> list[tuple[int, list[TraversalResult]]]:
+        """Wait until at least one busy worker answers or dies, and handle every one that
+        did: (chunk index, results) of each chunk that came back whole."""
         busy = [w for w in self.workers if w.chunk is not None]
         if not busy:  # every send failed and was requeued: dispatch again to fresh workers
-            return
+            return []
+        done = []
         ready = set(wait([w.conn for w in busy] + [w.process.sentinel for w in busy]))
         for worker in busy:
             if worker.conn not in ready and worker.process.sentinel not in ready:
                 continue
-            chunk, attempt = worker.chunk, worker.attempt
+            chunk_index, attempt = worker.chunk, worker.attempt
             cause = None
             try:
                 if worker.conn.poll():
                     message = worker.conn.recv()
                     if message[0] == "done":
-                        results.extend(message[2])
+                        done.append((chunk_index, message[2]))
                         worker.chunk = None
-                        if on_progress is not None:
-                            on_progress(len(results))
                         continue
                     cause = message[2]
             except (EOFError, OSError):
                 pass
             cause = cause or worker.cause_of_death()
-            self._failed(chunk, attempt, cause, pending)
+            self._failed(chunks[chunk_index], chunk_index, attempt, cause, pending)
             worker.chunk = None
             self._replace(self.workers.index(worker), cause)
+        return done
 
-    def _failed(self, chunk, attempt: int, cause: str, pending: deque) -> None:
+    def _failed(self, chunk, chunk_index: int, attempt: int, cause: str, pending: deque) -> None:
         if attempt >= self.retries:
             raise WorkerError(
                 f"{describe_ids(chunk)} failed in a traversal worker "
                 f"{attempt + 1} time(s) (traversal.worker_retries={self.retries}): {cause}"
             )
         log.warning("%s failed (%s); rerunning them in a fresh worker", describe_ids(chunk), cause)
-        pending.appendleft((chunk, attempt + 1))
+        pending.appendleft((chunk_index, attempt + 1))
 
     def _replace(self, index: int, cause: str) -> _Worker:
         """A fresh worker in slot ``index`` (the old one is stopped for good)."""

@@ -17,7 +17,14 @@ from omegaconf import OmegaConf
 
 from lostcities.cfr.policy import AdvantagePolicy, NonFiniteError
 from lostcities.cfr.traversal import TraversalId, make_traverser, run_traversals
-from lostcities.cfr.workers import ProcessExecutor, WorkerError, WorkerSpec, describe_ids
+from lostcities.cfr.workers import (
+    MAX_AUTO_CHUNK,
+    ProcessExecutor,
+    WorkerError,
+    WorkerSpec,
+    describe_ids,
+    run_all,
+)
 from lostcities.config import GameConfig, TrainConfig, TraversalConfig
 from lostcities.games import make_game
 from lostcities.train import build_executor, build_trainer
@@ -137,7 +144,34 @@ def test_chunks_cover_the_ids_in_order():
         chunks = pool.chunks(ids)
         assert len(chunks) == 7  # about 4 per worker: ceil(19 / 8) = 3 IDs each
         assert [i for c in chunks for i in c] == ids
+        many = [TraversalId(1, 0, k) for k in range(10_000)]  # capped: bounded messages
+        assert {len(c) for c in pool.chunks(many)} == {MAX_AUTO_CHUNK, 10_000 % MAX_AUTO_CHUNK}
     assert describe_ids(ids[:3]) == "traversal IDs (1, 0, 0)..(1, 0, 2) (3 IDs)"
+
+
+def test_results_stream_in_id_order_and_an_early_stop_leaves_the_pool_usable():
+    """The trainer merges each yielded slice as it comes: the slices must be the chunks,
+    in ID order, whichever worker finished first; a caller that stops reading (an error
+    while merging) must not leave a worker's late answer for the next call to misread."""
+    pool, sigma, ids = _leduc_pool(retries=0)
+    cfg = config([*LEDUC, "determinism=strict"])
+    inline = make_traverser(make_game(cfg.game).prototype, AdvantagePolicy(), cfg.traversal, 0)
+    expected = run_traversals(inline, ids)
+    try:
+        parts = list(pool.run(ids, sigma))
+        assert [[r.id for r in part] for part in parts] == pool.chunks(ids)
+        stream = pool.run(ids, sigma)
+        next(stream)
+        busy = pool.busy_pids()
+        stream.close()  # the other worker is still on its chunk
+        assert busy and _children_alive(busy) == []
+        results = run_all(pool, ids, sigma)
+    finally:
+        pool.close()
+    assert [r.id for r in results] == ids
+    for got, want in zip(results, expected, strict=True):
+        for x, y in zip(got.advantage + got.strategy, want.advantage + want.strategy, strict=True):
+            assert np.array_equal(x, y)
 
 
 def _leduc_pool(retries: int) -> tuple[ProcessExecutor, AdvantagePolicy, list]:
@@ -180,11 +214,11 @@ def test_killed_worker_is_named_rerun_and_gives_identical_results(caplog):
     expected = run_traversals(inline, ids)
     killed: list[int] = []
     try:
-        pool.run(ids[:2], sigma)  # workers up and warm: the kill lands mid-chunk
+        run_all(pool, ids[:2], sigma)  # workers up and warm: the kill lands mid-chunk
         killer = threading.Thread(target=_kill_a_busy_worker, args=(pool, killed))
         killer.start()
         with caplog.at_level("WARNING"):
-            results = sorted(pool.run(ids, sigma), key=lambda r: r.id)
+            results = run_all(pool, ids, sigma)
         killer.join()
         everyone = pool.pids() + killed
     finally:
@@ -203,11 +237,11 @@ def test_killed_worker_without_retries_stops_with_one_line():
     pool, sigma, ids = _leduc_pool(retries=0)
     killed: list[int] = []
     try:
-        pool.run(ids[:2], sigma)
+        run_all(pool, ids[:2], sigma)
         killer = threading.Thread(target=_kill_a_busy_worker, args=(pool, killed))
         killer.start()
         with pytest.raises(WorkerError) as error:
-            pool.run(ids, sigma)
+            run_all(pool, ids, sigma)
         killer.join()
     finally:
         pool.close()
@@ -245,7 +279,7 @@ def test_nan_in_a_worker_stops_the_run_with_the_ids_and_the_cause():
     spec = WorkerSpec(cfg.game, cfg.network, cfg.traversal, cfg.determinism, 0)
     with ProcessExecutor(spec, num_workers=1, retries=0) as pool:
         with pytest.raises(WorkerError, match=r"\(5, 0, 0\).*NonFiniteError.*iteration 4"):
-            pool.run([TraversalId(5, 0, k) for k in range(3)], _nan_policy())
+            run_all(pool, [TraversalId(5, 0, k) for k in range(3)], _nan_policy())
 
 
 @pytest.mark.parametrize("debug", [False, True])
