@@ -72,7 +72,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     search.add_argument(
         "--search", type=int, default=0, metavar="K", help="redeals per decision (0: no search)"
     )
-    search.add_argument("--search-candidates", type=int, default=0, metavar="N")
+    search.add_argument(
+        "--search-candidates",
+        type=int,
+        default=SearchConfig.candidates,
+        metavar="N",
+        help=f"the agent's N most probable moves (default {SearchConfig.candidates}; 0: all)",
+    )
     search.add_argument("--search-margin", type=float, default=2.0, metavar="Z")
     search.add_argument(
         "--search-keep",
@@ -167,7 +173,7 @@ def report(results: list[dict], args: argparse.Namespace) -> tuple[str, list[dic
     lines = [
         f"{len(results)} checkpoint(s), {args.games} games per bot, match seed {args.seed}; "
         "mean (min..max over checkpoints); gain = agent minus sigma_1 on the same games, "
-        "95% interval over all pairs",
+        "95% interval over the games (each game's differences averaged over the checkpoints)",
         "",
         "| agent | play | bot | win rate | score diff | sigma1 win rate | gain win rate "
         "[95%] | gain score [95%] |" + (" ms/move |" if args.search else ""),
@@ -215,6 +221,9 @@ def report(results: list[dict], args: argparse.Namespace) -> tuple[str, list[dic
                         "pooled_gain_score_diff": pooled.score_diff,
                         "pooled_gain_score_diff_ci": pooled.score_diff_ci,
                         "search_ms_per_move": per_move,
+                        # per game, for re-analysis without replaying: agent minus bot score
+                        "score_diffs": [list(a.diffs) for a, _ in pairs],
+                        "sigma1_score_diffs": list(pairs[0][1].diffs),
                     }
                 )
     return "\n".join(lines), rows

@@ -142,17 +142,30 @@ def paired_gain(a: MatchResult, b: MatchResult, confidence: float = 0.95) -> Pai
 def pooled_paired_gain(
     pairs: Sequence[tuple[MatchResult, MatchResult]], confidence: float = 0.95
 ) -> PairedGain:
-    """:func:`paired_gain` over the games of several pairs of matches together (e.g. one
-    pair per training seed)."""
-    win: list[float] = []
-    score: list[float] = []
+    """:func:`paired_gain` over several pairs of matches played on the same games (e.g. one
+    pair per training seed, all with the same match seed).
+
+    The games are the sampled unit, not the pairs of games: every pair shares game i's
+    deal and seat (and, in ``lostcities.evaluate``, sigma_1's very result), so the
+    differences of game i are averaged over the pairs first and the interval is over the
+    games. Treating the len(pairs) x games differences as independent would make the
+    interval up to sqrt(len(pairs)) too narrow. ``games`` is the number of games."""
+    if not pairs:
+        raise ValueError("a pooled gain needs at least one pair of matches")
+    games = pairs[0][0].games
+    win = [0.0] * games
+    score = [0.0] * games
     for a, b in pairs:
-        if a.games != b.games:
-            raise ValueError(f"paired results need the same games, got {a.games} and {b.games}")
-        win += [_points(x) - _points(y) for x, y in zip(a.diffs, b.diffs, strict=True)]
-        score += [float(x - y) for x, y in zip(a.diffs, b.diffs, strict=True)]
+        if not a.games == b.games == games:
+            raise ValueError(
+                f"paired results need the same games, got {a.games} and {b.games}"
+                + (f" (the first pair has {games})" if len(pairs) > 1 else "")
+            )
+        for i, (x, y) in enumerate(zip(a.diffs, b.diffs, strict=True)):
+            win[i] += (_points(x) - _points(y)) / len(pairs)
+            score[i] += (x - y) / len(pairs)
     return PairedGain(
-        len(win),
+        games,
         fmean(win),
         normal_interval(win, confidence),
         fmean(score),

@@ -2,8 +2,9 @@
 
 At each decision of the searching player (one row of ``probs``):
 
-1. candidates: the legal actions, or the blueprint's ``candidates`` most probable ones
-   (the blueprint is the trained agent: single Deep CFR, the policy net, ...); the first
+1. candidates: the blueprint's ``candidates`` most probable legal actions (default 5),
+   or all of them (0, or no blueprint; the blueprint is the trained agent: single Deep
+   CFR, the policy net, ...); the first
    is the move to keep: the blueprint's most probable action (``keep=greedy``) or one
    drawn from its probabilities (``keep=sampled``, a stream keyed like the redeals);
 2. ``determinizations`` times: redeal what the player cannot see (the opponent's hand
@@ -56,9 +57,12 @@ class SearchConfig:
     determinizations: int = 64
     """Redeals of the hidden cards per decision (each candidate is played out once per
     redeal)."""
-    candidates: int = 0
+    candidates: int = 5
     """Candidates per decision: the blueprint's most probable legal actions (0: all legal
-    actions). The blueprint's most probable action is always one of them (``margin``)."""
+    actions). The kept move (``keep``) is always one of them (``margin``). Five measured
+    better than all (experiments/lost_cities_default/README.md, 2026-12-05 tenth session):
+    fewer candidates are fewer chances to pick one for its playout noise, and the ranking
+    is where a trained blueprint's regrets enter the search."""
     rollout: str = "heuristic"
     """Who plays both seats in the playouts: ``heuristic`` (sigma_1's rule, in C) or
     ``blueprint`` (the agent searched over, sampled; batched forwards across every playout
@@ -182,7 +186,8 @@ def agent_steps(
 
 class SearchAgent:
     """PIMC one-step lookahead (module docstring) on top of ``blueprint`` (an agent of
-    lostcities/eval/agents.py, or None: all legal actions, ties to the lowest index).
+    lostcities/eval/agents.py, or None: all legal actions are candidates, ties to the
+    lowest index).
     Needs the game of each row (``needs_states``); returns one-hot probabilities, so
     sampled and greedy play coincide. ``seconds`` and ``decisions`` count its work."""
 
@@ -221,7 +226,7 @@ class SearchAgent:
                     blueprint_probs[row] * masks[row]
                 )
                 ranked = np.concatenate(([kept], ranked[ranked != kept]))
-            if cfg.candidates > 0:
+            if cfg.candidates > 0 and self.blueprint is not None:  # no ranking without one
                 ranked = ranked[: cfg.candidates]
             plans.append((ranked, len(lines)))
             if len(ranked) == 1:

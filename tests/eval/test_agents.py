@@ -40,9 +40,22 @@ def test_paired_gain_counts_wins_draws_and_scores_game_by_game():
     same = paired_gain(agent, agent)
     assert same.win_rate == 0 and same.win_rate_ci == (0.0, 0.0)
     pooled = pooled_paired_gain([(agent, base), (agent, agent)])
-    assert pooled.games == 8 and pooled.win_rate == pytest.approx(0.375 / 2)
+    assert pooled.games == 4 and pooled.win_rate == pytest.approx(0.375 / 2)
     with pytest.raises(ValueError, match="same games"):
         paired_gain(agent, result([1, 2]))
+    with pytest.raises(ValueError, match="same games"):
+        pooled_paired_gain([(agent, base), (result([1, 2]), result([1, 2]))])
+
+
+def test_pooled_gain_takes_the_games_not_the_pairs_as_the_sampled_unit():
+    # Three seeds that played the same 4 games identically carry no more information than
+    # one: the pooled interval must not shrink by sqrt(3) (it did when pairs were pooled).
+    agent, base = result([10, 0, -5, 3]), result([5, -2, -5, -1])
+    one = paired_gain(agent, base)
+    three = pooled_paired_gain([(agent, base)] * 3)
+    assert three.games == 4
+    assert three.win_rate_ci == pytest.approx(one.win_rate_ci)
+    assert three.score_diff_ci == pytest.approx(one.score_diff_ci)
 
 
 def test_choose_actions_greedy_takes_the_most_probable_legal_action():

@@ -113,8 +113,8 @@ def test_search_improves_on_its_heuristic_against_the_same_heuristic():
     sigma_1's greedy rule itself on the same deals (fixed seeds, not a timing)."""
     games = 24
     search = SearchAgent(
-        sigma1_agent(), SearchConfig(determinizations=24, margin=0.0)
-    )  # heuristic playouts
+        sigma1_agent(), SearchConfig(determinizations=24, candidates=0, margin=0.0)
+    )  # heuristic playouts, every legal move
     searched = play_agent_match(search, "sigma1_greedy", games, 5, 24, play="greedy").result
     plain = play_agent_match(sigma1_agent(), "sigma1_greedy", games, 5, 24, play="greedy").result
     assert searched.mean_diff() > plain.mean_diff()
@@ -167,6 +167,32 @@ def test_one_candidate_is_the_blueprints_most_probable_move():
     game = LostCitiesGame.from_seed(9)
     prior = blueprint_probs(blueprint, game)
     assert int(decide(agent, game).argmax()) == int(prior.argmax())
+
+
+class HighIndexFirst:
+    """A blueprint that ranks the legal actions by index, highest first."""
+
+    name = "high_index_first"
+
+    def probs(self, games, players, features, masks):
+        weights = masks * np.arange(1, masks.shape[1] + 1)
+        return weights / weights.sum(axis=1, keepdims=True)
+
+
+def test_candidates_are_the_blueprints_most_probable_moves():
+    """With the plain argmax (margin 0) the search plays one of the blueprint's top 2
+    moves when candidates=2, and leaves them when every legal move is a candidate."""
+    blueprint = HighIndexFirst()
+    top2 = SearchAgent(blueprint, SearchConfig(determinizations=4, candidates=2, margin=0.0))
+    every = SearchAgent(blueprint, SearchConfig(determinizations=4, candidates=0, margin=0.0))
+    game, left_top2 = LostCitiesGame.from_seed(3), 0
+    while not game.is_terminal:
+        legal = np.flatnonzero(game.legal_mask())
+        assert int(decide(top2, game).argmax()) in legal[-2:]
+        move = int(decide(every, game).argmax())
+        left_top2 += move not in legal[-2:]
+        game.apply(move)
+    assert left_top2 > 0
 
 
 def test_sampled_keep_plays_the_move_drawn_from_the_blueprint():
