@@ -270,17 +270,25 @@ def _train(
                     metrics.update(evaluator.evaluate(trainer))
                     progress.phase("eval", 1, 1)
                     metrics["time/eval_seconds"] = time.perf_counter() - phase
-                if (cfg.checkpoint.every and t % cfg.checkpoint.every == 0) or final:
+                checkpoint_due = (cfg.checkpoint.every and t % cfg.checkpoint.every == 0) or final
+                if checkpoint_due:
                     phase = time.perf_counter()
                     trainer.train_policy()  # a checkpoint's policy net is always current
-                    path = write_checkpoint(trainer, cfg, game, run_dir, resolved, mlflow_run_id)
-                    metrics["time/checkpoint_seconds"] = time.perf_counter() - phase
-                    if final:
-                        tracker.log_artifact(agent_path(run_dir), "agent")
-                    if final and cfg.checkpoint.log_artifacts:
-                        tracker.log_artifact(path, "checkpoints")
-                metrics["time/iteration_seconds"] = time.perf_counter() - start
-                tracker.log_metrics(metrics, step=t)
+                # A resume starts after the checkpoint's iteration, so a signal between its
+                # write and this iteration's metrics would lose them for good (seen in CI:
+                # SIGTERM there left the resumed run without step 1): they land together.
+                with deferred_interrupts():
+                    if checkpoint_due:
+                        path = write_checkpoint(
+                            trainer, cfg, game, run_dir, resolved, mlflow_run_id
+                        )
+                        metrics["time/checkpoint_seconds"] = time.perf_counter() - phase
+                        if final:
+                            tracker.log_artifact(agent_path(run_dir), "agent")
+                        if final and cfg.checkpoint.log_artifacts:
+                            tracker.log_artifact(path, "checkpoints")
+                    metrics["time/iteration_seconds"] = time.perf_counter() - start
+                    tracker.log_metrics(metrics, step=t)
                 progress.update(t, _progress_fields(metrics))
                 last = metrics
     except KeyboardInterrupt as e:  # the tracker has ended the run KILLED
