@@ -4,9 +4,9 @@ At each decision of the searching player (one row of ``probs``):
 
 1. candidates: the blueprint's ``candidates`` most probable legal actions (default 5),
    or all of them (0, or no blueprint; the blueprint is the trained agent: single Deep
-   CFR, the policy net, ...); the first
-   is the move to keep: the blueprint's most probable action (``keep=greedy``) or one
-   drawn from its probabilities (``keep=sampled``, a stream keyed like the redeals);
+   CFR, the policy net, ...); the first is the move to keep: the blueprint's most
+   probable action (``keep=greedy``) or one drawn from its probabilities
+   (``keep=sampled``, a stream keyed like the redeals);
 2. ``determinizations`` times: redeal what the player cannot see (the opponent's hand
    but for cards seen taken from discard piles, and the draw pile:
    ``LostCitiesGame.determinize``), apply each candidate to a copy and play the copy
