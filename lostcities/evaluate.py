@@ -79,17 +79,21 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         metavar="N",
         help=f"the agent's N most probable moves (default {SearchConfig.candidates}; 0: all)",
     )
-    search.add_argument("--search-margin", type=float, default=2.0, metavar="Z")
+    search.add_argument("--search-margin", type=float, default=SearchConfig.margin, metavar="Z")
     search.add_argument(
         "--search-keep",
-        default="greedy",
+        default=SearchConfig.keep,
         choices=KEEP_RULES,
         help="the move played unless another is clearly better: the agent's most probable "
         "(greedy) or one sampled from it",
     )
-    search.add_argument("--search-rollout", default="heuristic", choices=ROLLOUT_POLICIES)
-    search.add_argument("--search-rollout-play", default="greedy", choices=ROLLOUT_PLAYS)
-    search.add_argument("--search-blueprint-plies", type=int, default=0, metavar="P")
+    search.add_argument("--search-rollout", default=SearchConfig.rollout, choices=ROLLOUT_POLICIES)
+    search.add_argument(
+        "--search-rollout-play", default=SearchConfig.rollout_play, choices=ROLLOUT_PLAYS
+    )
+    search.add_argument(
+        "--search-blueprint-plies", type=int, default=SearchConfig.blueprint_plies, metavar="P"
+    )
     args = parser.parse_args(argv)
     if args.jobs < 1 or args.threads < 1:
         parser.error(f"--jobs and --threads must be >= 1, got {args.jobs} and {args.threads}")
