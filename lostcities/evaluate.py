@@ -35,6 +35,7 @@ from lostcities.eval.evaluate import play_agent_match
 from lostcities.eval.opponents import BOT_NAMES
 from lostcities.eval.search import (
     KEEP_RULES,
+    RANK_RULES,
     ROLLOUT_PLAYS,
     ROLLOUT_POLICIES,
     SearchAgent,
@@ -79,6 +80,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         metavar="N",
         help=f"the agent's N most probable moves (default {SearchConfig.candidates}; 0: all)",
     )
+    search.add_argument(
+        "--search-rank",
+        default=SearchConfig.rank,
+        choices=RANK_RULES,
+        help="what orders the agent's moves: its probabilities, or regret matching's input "
+        "(sdcfr, current; orders the moves of probability 0 too)",
+    )
     search.add_argument("--search-margin", type=float, default=SearchConfig.margin, metavar="Z")
     search.add_argument(
         "--search-keep",
@@ -108,6 +116,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
             args.search_config = SearchConfig(
                 determinizations=args.search,
                 candidates=args.search_candidates,
+                rank=args.search_rank,
                 margin=args.search_margin,
                 keep=args.search_keep,
                 rollout=args.search_rollout,

@@ -201,11 +201,20 @@ class AdvantagePolicy:
     def strategy(self, player: int, features: np.ndarray, masks: np.ndarray) -> np.ndarray:
         if self.nets[player] is None:
             return self.initial(np.full(len(masks), player, dtype=np.int8), features, masks)
-        advantages = self.advantages(player, features)
+        return regret_matching(self.regret_scores(player, features, masks), masks)
+
+    def regret_scores(self, player: int, features: np.ndarray, masks: np.ndarray) -> np.ndarray:
+        """Regret matching's input (n, A): predicted advantages plus the warm-start seed
+        c / W_t * sigma_1, so ``strategy`` is ``regret_matching`` of these. Their order is
+        sigma's wherever sigma's probabilities differ, and it still orders the actions
+        regret matching gives probability 0. Before any network: sigma_1 itself."""
+        if self.nets[player] is None:
+            return self.initial(np.full(len(masks), player, dtype=np.int8), features, masks)
+        advantages = self.advantages(player, features).astype(np.float64)
         if self.warm_start > 0:
             seed = self.initial(np.full(len(masks), player, dtype=np.int8), features, masks)
             advantages = advantages + (self.warm_start / self.regret_weights[player]) * seed
-        return regret_matching(advantages, masks)
+        return advantages
 
     def __call__(
         self, players: np.ndarray, features: np.ndarray, masks: np.ndarray, out: np.ndarray
@@ -240,7 +249,7 @@ def iteration_strategies(
     dims: tuple[int, int],
     batch_invariant: bool = False,
     first_iteration: int = 1,
-) -> list[Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]]:
+) -> list[IterationStrategy]:
     """sigma_{t+1} for t = 1..T: regret matching (with ``traversal``'s warm start) on both
     players' advantage weights ``per_iteration[p][t - 1]`` (as the trainer keeps them), each
     as (players int8 (n,), features (n, d), masks (n, A)) -> float64 (n, A). ``dims``:
@@ -255,14 +264,28 @@ def iteration_strategies(
             net = build_network(network, *dims, seed=0)
             net.load_state_dict(weights[player])
             policy.set_network(player, net.eval(), regret_weight(t), t)
-        strategies.append(_as_strategy(policy))
+        strategies.append(IterationStrategy(policy))
     return strategies
 
 
-def _as_strategy(policy: AdvantagePolicy):
-    def strategy(players: np.ndarray, features: np.ndarray, masks: np.ndarray) -> np.ndarray:
+class IterationStrategy:
+    """One iteration's sigma as a strategy: (players int8 (n,), features (n, d), masks
+    (n, A)) -> float64 (n, A). ``scores`` gives regret matching's input on the same rows
+    (:meth:`AdvantagePolicy.regret_scores`): what play-time search ranks moves by."""
+
+    def __init__(self, policy: AdvantagePolicy) -> None:
+        self.policy = policy
+
+    def __call__(self, players: np.ndarray, features: np.ndarray, masks: np.ndarray) -> np.ndarray:
         out = np.zeros(masks.shape)
-        policy(np.asarray(players, dtype=np.int8), features, masks, out)
+        self.policy(np.asarray(players, dtype=np.int8), features, masks, out)
         return out
 
-    return strategy
+    def scores(self, players: np.ndarray, features: np.ndarray, masks: np.ndarray) -> np.ndarray:
+        players = np.asarray(players, dtype=np.int8)
+        out = np.zeros(masks.shape)
+        for player in (0, 1):
+            rows = np.flatnonzero(players == player)
+            if len(rows):
+                out[rows] = self.policy.regret_scores(player, features[rows], masks[rows])
+        return out

@@ -9,7 +9,11 @@ index of the game each row belongs to (an agent may keep per-game state: single 
 CFR picks one iteration per game), ``players`` int8 (n,), ``features`` float32 (n, d),
 ``masks`` uint8 (n, A); it returns float64 (n, A) probabilities over the legal actions.
 How a row becomes an action (sampled or greedy) is the match's business
-(:func:`choose_actions`), so every agent can be played both ways.
+(:func:`choose_actions`), so every agent can be played both ways. The agents that play
+regret matching (current, sdcfr) also answer ``scores`` with the same arguments: regret
+matching's input (n, A), whose order is the probabilities' order wherever those differ
+and still orders the moves regret matching gives probability 0 (play-time search ranks
+its candidates by it: eval/search.py).
 
 Kinds (from a checkpoint of T completed iterations):
     policy   the policy network: Deep CFR's average strategy, distilled
@@ -105,6 +109,10 @@ class StrategyAgent:
     def probs(self, games, players, features, masks) -> np.ndarray:
         return self.strategy(players, features, masks)
 
+    def scores(self, games, players, features, masks) -> np.ndarray:
+        """Regret matching's input where the strategy has one, else the probabilities."""
+        return getattr(self.strategy, "scores", self.strategy)(players, features, masks)
+
 
 class SingleDeepCFRAgent:
     """Single Deep CFR: game g plays iteration t's strategy, t drawn once per game with
@@ -132,11 +140,23 @@ class SingleDeepCFRAgent:
         return pick
 
     def probs(self, games, players, features, masks) -> np.ndarray:
+        return self._per_iteration(lambda strategy: strategy, games, players, features, masks)
+
+    def scores(self, games, players, features, masks) -> np.ndarray:
+        """Regret matching's input (n, A) of each game's iteration (its probabilities
+        where a strategy has no ``scores``)."""
+
+        def scores_of(strategy):
+            return getattr(strategy, "scores", strategy)
+
+        return self._per_iteration(scores_of, games, players, features, masks)
+
+    def _per_iteration(self, method, games, players, features, masks) -> np.ndarray:
         out = np.zeros(masks.shape)
         chosen = np.array([self.iteration_of(g) for g in games], dtype=np.int64)
         for t in np.unique(chosen):  # one batched forward per iteration in use
             rows = np.flatnonzero(chosen == t)
-            out[rows] = self.strategies[t](players[rows], features[rows], masks[rows])
+            out[rows] = method(self.strategies[t])(players[rows], features[rows], masks[rows])
         return out
 
 

@@ -2,11 +2,12 @@
 
 At each decision of the searching player (one row of ``probs``):
 
-1. candidates: the blueprint's ``candidates`` most probable legal actions (default 5),
-   or all of them (0, or no blueprint; the blueprint is the trained agent: single Deep
-   CFR, the policy net, ...); the first is the move to keep: the blueprint's most
-   probable action (``keep=greedy``) or one drawn from its probabilities
-   (``keep=sampled``, a stream keyed like the redeals);
+1. candidates: the blueprint's ``candidates`` most probable legal actions (default 5;
+   ``rank=regret``: the highest by regret matching's input), or all of them (0, or no
+   blueprint; the blueprint is the trained agent: single Deep CFR, the policy net, ...);
+   the first is the move to keep: the blueprint's most probable action
+   (``keep=greedy``) or one drawn from its probabilities (``keep=sampled``, a stream
+   keyed like the redeals);
 2. ``determinizations`` times: redeal what the player cannot see (the opponent's hand
    but for cards seen taken from discard piles, and the draw pile:
    ``LostCitiesGame.determinize``), apply each candidate to a copy and play the copy
@@ -50,6 +51,7 @@ from lostcities.rng import Purpose, Stream, stream_key
 ROLLOUT_PLAYS = ("greedy", "sampled")
 ROLLOUT_POLICIES = ("blueprint", "heuristic")
 KEEP_RULES = ("greedy", "sampled")
+RANK_RULES = ("probability", "regret")
 
 
 @dataclass(frozen=True)
@@ -63,6 +65,14 @@ class SearchConfig:
     better than all (experiments/lost_cities_default/README.md, 2026-12-05 tenth session):
     fewer candidates are fewer chances to pick one for its playout noise, and the ranking
     is where a trained blueprint's regrets enter the search."""
+    rank: str = "probability"
+    """What orders the candidates: the blueprint's probabilities (ties: the lower index),
+    or, for a blueprint that plays regret matching (single Deep CFR, current), ``regret``:
+    regret matching's input, the same order wherever the probabilities differ, which also
+    orders the moves regret matching gives probability 0 (sigma_2 gives fewer than 5
+    phase-0 moves a positive probability in ~60% of decisions: the other candidates were
+    the lowest-index moves). Other blueprints (sigma_1, the policy net) rank by
+    probability either way."""
     rollout: str = "heuristic"
     """Who plays both seats in the playouts: ``heuristic`` (sigma_1's rule, in C) or
     ``blueprint`` (the agent searched over, sampled; batched forwards across every playout
@@ -101,6 +111,8 @@ class SearchConfig:
             )
         if self.keep not in KEEP_RULES:
             raise ValueError(f"keep must be one of {KEEP_RULES}, got {self.keep!r}")
+        if self.rank not in RANK_RULES:
+            raise ValueError(f"rank must be one of {RANK_RULES}, got {self.rank!r}")
 
 
 def _explore(rollout_play: str) -> float:
@@ -214,8 +226,12 @@ class SearchAgent:
             blueprint_probs = self.blueprint.probs(games, players, features, masks)  # (n, A)
         else:
             blueprint_probs = np.zeros(masks.shape)
-        # prefer the blueprint's more probable action, then the lower index
-        prior = np.where(masks > 0, blueprint_probs, -np.inf)
+        order = blueprint_probs
+        if cfg.rank == "regret" and hasattr(self.blueprint, "scores"):
+            order = self.blueprint.scores(games, players, features, masks)  # (n, A)
+        # prefer the blueprint's more probable action (rank=regret: higher regret), then
+        # the lower index
+        prior = np.where(masks > 0, order, -np.inf)
         lines, viewers, keys, plans, line_games = [], [], [], [], []
         for row, (game, player, state) in enumerate(zip(games, players, states, strict=True)):
             legal = np.flatnonzero(np.isfinite(prior[row]))

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from lostcities.cfr.memory import ReservoirMemory
-from lostcities.cfr.policy import AdvantagePolicy, regret_matching
+from lostcities.cfr.policy import AdvantagePolicy, IterationStrategy, regret_matching
 from lostcities.checkpoint import load_checkpoint, save_checkpoint
 from lostcities.rng import Stream
 
@@ -227,3 +227,28 @@ def test_warm_start_seeds_regrets_with_sigma_1_and_fades():
     policy.set_network(0, net, regret_weight=1.0)
     policy(np.array([0], np.int8), features, masks, out)
     assert out[0, 0] > 0.45  # at W_t = 1 the seed still holds sigma_1's favourite
+
+
+def test_regret_scores_are_what_regret_matching_plays_and_order_its_zeros():
+    """The scores play-time search ranks by: regret matching of them is sigma, and they
+    still order the actions sigma gives probability 0 (iteration_strategies' scores)."""
+    features = np.ones((2, 4), dtype=np.float32)
+    masks = np.array([[1, 1, 1], [1, 1, 0]], dtype=np.uint8)
+    net = torch.nn.Linear(4, 3)
+    with torch.no_grad():
+        net.weight.zero_()
+        net.bias.copy_(torch.tensor([-0.3, 0.2, -0.1]))
+    policy = AdvantagePolicy(initial=_fixed_strategy, warm_start=0.1)
+    np.testing.assert_allclose(  # no net yet: sigma_1
+        policy.regret_scores(0, features, masks), _fixed_strategy(None, features, masks)
+    )
+    policy.set_network(0, net, regret_weight=1.0)
+    scores = policy.regret_scores(0, features, masks)
+    seed = _fixed_strategy(None, features, masks)
+    np.testing.assert_allclose(scores, np.array([[-0.3, 0.2, -0.1]] * 2) + 0.1 * seed, rtol=1e-6)
+    sigma = policy.strategy(0, features, masks)
+    np.testing.assert_array_equal(regret_matching(scores, masks), sigma)
+    assert sigma[0, 0] == sigma[0, 2] == 0.0 and scores[0, 2] > scores[0, 0]
+    strategy = IterationStrategy(policy)  # what iteration_strategies returns per iteration
+    np.testing.assert_array_equal(strategy(np.zeros(2, np.int8), features, masks), sigma)
+    np.testing.assert_array_equal(strategy.scores(np.zeros(2, np.int8), features, masks), scores)

@@ -115,8 +115,34 @@ def test_single_deep_cfr_plays_one_iteration_per_game_with_linear_weights():
     masks = np.ones((len(games), 6), dtype=np.uint8)
     probs = agent.probs(games, np.zeros(len(games), np.int8), np.zeros((len(games), 3)), masks)
     assert np.array_equal(probs.argmax(axis=1), picks)
+    # strategies without regret scores rank by their probabilities
+    zeros, players = np.zeros((len(games), 3)), np.zeros(len(games), np.int8)
+    assert np.array_equal(agent.scores(games, players, zeros, masks), probs)
     with pytest.raises(ValueError, match="at least one"):
         SingleDeepCFRAgent([], seed=0)
+
+
+class ScoredStrategy:
+    """One iteration's strategy with regret scores -t on every action."""
+
+    def __init__(self, t: int) -> None:
+        self.t = t
+
+    def __call__(self, players, features, masks):
+        return one_hot_strategy(self.t)(players, features, masks)
+
+    def scores(self, players, features, masks):
+        return np.full(masks.shape, -float(self.t))
+
+
+def test_single_deep_cfr_scores_come_from_each_games_iteration():
+    agent = SingleDeepCFRAgent([ScoredStrategy(t) for t in range(3)], seed=2)
+    games = np.arange(300)
+    masks = np.ones((len(games), 4), dtype=np.uint8)
+    zeros, players = np.zeros((len(games), 3)), np.zeros(len(games), np.int8)
+    scores = agent.scores(games, players, zeros, masks)
+    picks = np.array([agent.iteration_of(g) for g in games])
+    np.testing.assert_array_equal(scores[:, 0], -picks.astype(np.float64))
 
 
 def test_sigma1_bots_play_the_initial_strategy():

@@ -12,6 +12,7 @@ from lostcities.cfr.initial import make_initial_strategy
 from lostcities.eval.agents import StrategyAgent
 from lostcities.eval.evaluate import play_agent_match
 from lostcities.eval.search import (
+    RANK_RULES,
     SearchAgent,
     SearchConfig,
     agent_playouts,
@@ -137,6 +138,7 @@ def test_agent_playouts_end_every_game_and_score_from_the_viewer():
         ({"rollout_play": "wild"}, "rollout_play must be one of"),
         ({"blueprint_plies": -1}, "blueprint_plies must be >= 0"),
         ({"keep": "best"}, "keep must be one of"),
+        ({"rank": "value"}, "rank must be one of"),
     ],
 )
 def test_search_config_rejects_bad_values(kwargs, message):
@@ -193,6 +195,41 @@ def test_candidates_are_the_blueprints_most_probable_moves():
         left_top2 += move not in legal[-2:]
         game.apply(move)
     assert left_top2 > 0
+
+
+class LowestFirstHighScores:
+    """A regret-matching-like blueprint: all its probability on the lowest legal index,
+    and regret scores that order the rest highest index first."""
+
+    name = "lowest_first"
+
+    def probs(self, games, players, features, masks):
+        out = np.zeros(masks.shape)
+        out[np.arange(len(masks)), masks.argmax(axis=1)] = 1.0
+        return out
+
+    def scores(self, games, players, features, masks):
+        scores = np.arange(masks.shape[1], dtype=np.float64)[None, :] - masks.shape[1]
+        return np.where(self.probs(games, players, features, masks) > 0, 1.0, scores)
+
+
+@pytest.mark.parametrize("rank", RANK_RULES)
+def test_rank_regret_takes_the_candidates_regret_matching_leaves_at_zero(rank):
+    """Two candidates, plain argmax: the kept move (the most probable) and the next one by
+    probability (index order among the zeros) or, with rank=regret, by regret score."""
+    agent = SearchAgent(
+        LowestFirstHighScores(),
+        SearchConfig(determinizations=4, candidates=2, margin=0.0, rank=rank),
+    )
+    game, second = LostCitiesGame.from_seed(3), 0
+    while not game.is_terminal:
+        legal = np.flatnonzero(game.legal_mask())
+        allowed = legal[:2] if rank == "probability" else legal[[0, -1]]
+        move = int(decide(agent, game).argmax())
+        assert move in allowed
+        second += len(legal) > 2 and move == allowed[1]
+        game.apply(move)
+    assert second > 0  # the second candidate is played, so it was searched
 
 
 def test_sampled_keep_plays_the_move_drawn_from_the_blueprint():
