@@ -259,9 +259,11 @@ def test_evaluate_command_searches_agents_and_sigma1_alike(
     out = tmp_path / "report.json"
     path = str(lost_cities_checkpoint)
     argv = [path, "--games", "4", "--bots", "cautious", "--agents", "sdcfr", "--search", "3"]
-    assert evaluate_cli.main([*argv, "--search-keep", "sampled", "--json", str(out)]) == 0
+    options = ["--search-keep", "sampled", "--search-rank", "regret", "--json", str(out)]
+    assert evaluate_cli.main([*argv, *options]) == 0
     table = capsys.readouterr().out
     assert "ms/move" in table and "determinizations=3" in table and "keep='sampled'" in table
+    assert "rank='regret'" in table
     (row,) = json.loads(out.read_text())["rows"]
     assert (row["agent"], row["play"], row["bot"]) == ("sdcfr", "search", "cautious")
     assert len(row["search_ms_per_move"]) == 1 and row["search_ms_per_move"][0] > 0
