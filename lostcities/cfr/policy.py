@@ -223,14 +223,20 @@ class AdvantagePolicy:
         if self.cache is not None:
             self._cached(players, features, masks, out)
             return
+        self.by_player(self.strategy, players, features, masks, out)
+
+    @staticmethod
+    def by_player(method, players, features, masks, out) -> None:
+        """Write ``method(player, features, masks)`` (``strategy`` or ``regret_scores``)
+        into the rows of ``out`` (n, A), one call per player present in ``players``."""
         first = int(players[0])
         if len(players) == 1 or (players == first).all():
-            out[:] = self.strategy(first, features, masks)
+            out[:] = method(first, features, masks)
             return
         for player in (0, 1):
             rows = np.flatnonzero(players == player)
             if len(rows):
-                out[rows] = self.strategy(player, features[rows], masks[rows])
+                out[rows] = method(player, features[rows], masks[rows])
 
     def _cached(self, players, features, masks, out) -> None:
         for i in range(len(players)):
@@ -282,10 +288,7 @@ class IterationStrategy:
         return out
 
     def scores(self, players: np.ndarray, features: np.ndarray, masks: np.ndarray) -> np.ndarray:
-        players = np.asarray(players, dtype=np.int8)
         out = np.zeros(masks.shape)
-        for player in (0, 1):
-            rows = np.flatnonzero(players == player)
-            if len(rows):
-                out[rows] = self.policy.regret_scores(player, features[rows], masks[rows])
+        players = np.asarray(players, dtype=np.int8)
+        self.policy.by_player(self.policy.regret_scores, players, features, masks, out)
         return out

@@ -86,6 +86,12 @@ def choose_actions(probs: np.ndarray, masks: np.ndarray, play: str, streams: Seq
     raise ValueError(f"play mode must be one of {PLAY_MODES}, got {play!r}")
 
 
+def scores_of(strategy):
+    """A strategy's regret scores function (``IterationStrategy.scores``), or the strategy
+    itself where it has none: its probabilities are then its own ranking."""
+    return getattr(strategy, "scores", strategy)
+
+
 class PolicyAgent:
     """A probability function of (features, masks) only, e.g. the trainer's policy net."""
 
@@ -111,7 +117,7 @@ class StrategyAgent:
 
     def scores(self, games, players, features, masks) -> np.ndarray:
         """Regret matching's input where the strategy has one, else the probabilities."""
-        return getattr(self.strategy, "scores", self.strategy)(players, features, masks)
+        return scores_of(self.strategy)(players, features, masks)
 
 
 class SingleDeepCFRAgent:
@@ -145,10 +151,6 @@ class SingleDeepCFRAgent:
     def scores(self, games, players, features, masks) -> np.ndarray:
         """Regret matching's input (n, A) of each game's iteration (its probabilities
         where a strategy has no ``scores``)."""
-
-        def scores_of(strategy):
-            return getattr(strategy, "scores", strategy)
-
         return self._per_iteration(scores_of, games, players, features, masks)
 
     def _per_iteration(self, method, games, players, features, masks) -> np.ndarray:
