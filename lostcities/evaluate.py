@@ -102,6 +102,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     search.add_argument(
         "--search-blueprint-plies", type=int, default=SearchConfig.blueprint_plies, metavar="P"
     )
+    search.add_argument(
+        "--search-value-blend",
+        type=float,
+        default=SearchConfig.value_blend,
+        metavar="LAMBDA",
+        help="weight in [0, 1) of the agent's learned advantages (sdcfr only) beside its "
+        "playout mean in each move's value (default 0: playouts alone)",
+    )
     args = parser.parse_args(argv)
     if args.jobs < 1 or args.threads < 1:
         parser.error(f"--jobs and --threads must be >= 1, got {args.jobs} and {args.threads}")
@@ -122,10 +130,16 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                 rollout=args.search_rollout,
                 rollout_play=args.search_rollout_play,
                 blueprint_plies=args.search_blueprint_plies,
+                value_blend=args.search_value_blend,
                 seed=args.seed,
             )
         except ValueError as e:
             parser.error(f"--search: {e}")
+        if args.search_value_blend > 0 and args.agents != ["sdcfr"]:
+            parser.error(
+                "--search-value-blend: only sdcfr has learned advantages to blend, got "
+                f"--agents {','.join(args.agents)}"
+            )
         args.play = ["search"]  # one-hot choices: sampled and greedy coincide
     return args
 

@@ -292,3 +292,19 @@ class IterationStrategy:
         players = np.asarray(players, dtype=np.int8)
         self.policy.by_player(self.policy.regret_scores, players, features, masks, out)
         return out
+
+    def advantages(
+        self, players: np.ndarray, features: np.ndarray, masks: np.ndarray
+    ) -> np.ndarray:
+        """The advantage nets' predictions (n, A) on the same rows, in the traversal's
+        utility units, without the warm-start seed: each action's learned regret against
+        sigma_t (its value minus sigma_t's), which play-time search can blend with its
+        playout values."""
+        out = np.zeros(masks.shape)
+        players = np.asarray(players, dtype=np.int8)
+
+        def predict(player, rows_features, rows_masks):
+            return self.policy.advantages(player, rows_features)
+
+        self.policy.by_player(predict, players, features, masks, out)
+        return out

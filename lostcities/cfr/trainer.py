@@ -111,6 +111,7 @@ class DeepCFRTrainer:
         self.traversal_cfg = traversal
         self.optim = optim
         self.seed = seed
+        self.utility_scale = utility_scale  # payoff units per game point (agents undo it)
         self.device = torch.device(device)
         self.iteration = 0  # completed iterations
         self.amp = MixedPrecision(amp or AmpConfig(), self.device)

@@ -13,7 +13,8 @@ How a row becomes an action (sampled or greedy) is the match's business
 regret matching (current, sdcfr) also answer ``scores`` with the same arguments: regret
 matching's input (n, A), whose order is the probabilities' order wherever those differ
 and still orders the moves regret matching gives probability 0 (play-time search ranks
-its candidates by it: eval/search.py).
+its candidates by it: eval/search.py). Single Deep CFR also answers ``advantages``: its
+learned regrets in score points, which the search can blend with its playout values.
 
 Kinds (from a checkpoint of T completed iterations):
     policy   the policy network: Deep CFR's average strategy, distilled
@@ -122,15 +123,17 @@ class StrategyAgent:
 
 class SingleDeepCFRAgent:
     """Single Deep CFR: game g plays iteration t's strategy, t drawn once per game with
-    probability t / (1 + ... + T) from a stream keyed by (seed, g)."""
+    probability t / (1 + ... + T) from a stream keyed by (seed, g). ``utility_scale``: the
+    traversal's payoff scale (``game.utility_scale``), which ``advantages`` undoes."""
 
     name = "sdcfr"
 
-    def __init__(self, strategies: Sequence, seed: int) -> None:
+    def __init__(self, strategies: Sequence, seed: int, utility_scale: float = 1.0) -> None:
         if not strategies:
             raise ValueError("single Deep CFR needs at least one iteration's advantage nets")
         self.strategies = list(strategies)  # strategies[t - 1]: (players, features, masks)
         self.seed = seed
+        self.utility_scale = utility_scale
         weights = np.arange(1, len(strategies) + 1, dtype=np.float64)
         self.cumulative = np.cumsum(weights / weights.sum())
         self._picks: dict[int, int] = {}  # game -> its iteration index
@@ -152,6 +155,14 @@ class SingleDeepCFRAgent:
         """Regret matching's input (n, A) of each game's iteration (its probabilities
         where a strategy has no ``scores``)."""
         return self._per_iteration(scores_of, games, players, features, masks)
+
+    def advantages(self, games, players, features, masks) -> np.ndarray:
+        """Each game's iteration's predicted advantages (n, A) in the game's own payoff
+        units (Lost Cities: score points): its learned regrets, seed excluded."""
+        raw = self._per_iteration(
+            lambda strategy: strategy.advantages, games, players, features, masks
+        )
+        return raw / self.utility_scale
 
     def _per_iteration(self, method, games, players, features, masks) -> np.ndarray:
         out = np.zeros(masks.shape)
@@ -207,7 +218,9 @@ def agents_from_checkpoint(
                 f"{path}: no per-iteration advantage nets in this checkpoint (written before "
                 "single Deep CFR was supported): sdcfr is unavailable"
             )
-        agents["sdcfr"] = sdcfr_agent(network, cfg.traversal, per_iteration, invariant, seed)
+        agents["sdcfr"] = sdcfr_agent(
+            network, cfg.traversal, per_iteration, invariant, seed, cfg.game.utility_scale
+        )
     if "sigma1" in kinds:
         rule = cfg.traversal.initial_strategy
         agents["sigma1"] = StrategyAgent("sigma1", make_initial_strategy(rule), rule)
@@ -220,14 +233,15 @@ def sdcfr_agent(
     per_iteration: Sequence[Sequence[dict]],
     batch_invariant: bool,
     seed: int,
+    utility_scale: float = 1.0,
 ) -> SingleDeepCFRAgent:
     """Single Deep CFR over ``per_iteration[p][t - 1]`` (player p's advantage weights after
-    iteration t, as the trainer keeps them)."""
+    iteration t, as the trainer keeps them); ``utility_scale``: ``game.utility_scale``."""
     from lostcities.games import lost_cities_spec as spec
 
     dims = (spec.ENCODING_SIZE, spec.NUM_ACTIONS)
     strategies = iteration_strategies(network, traversal, per_iteration, dims, batch_invariant)
-    return SingleDeepCFRAgent(strategies, seed)
+    return SingleDeepCFRAgent(strategies, seed, utility_scale)
 
 
 def trainer_agent(trainer, kind: str, seed: int) -> Agent:
@@ -243,6 +257,7 @@ def trainer_agent(trainer, kind: str, seed: int) -> Agent:
             trainer.iteration_advantage_nets,
             trainer.batch_invariant,
             seed,
+            trainer.utility_scale,
         )
     if kind == "sigma1":
         return StrategyAgent("sigma1", trainer.sigma.initial)

@@ -19,7 +19,12 @@ At each decision of the searching player (one row of ``probs``):
    return (score difference) beats it by more than ``margin`` standard errors of the
    paired difference: every candidate of a decision sees the same redeals and playout
    streams (common random numbers). Without the margin, a move is often picked for its
-   playout noise (measured: experiments/lost_cities_default/README.md).
+   playout noise (measured: experiments/lost_cities_default/README.md). With
+   ``value_blend`` lambda > 0 a candidate's value is (1 - lambda) * its playout mean +
+   lambda * the blueprint's learned advantage for it (single Deep CFR's regrets, in
+   points), as AlphaGo mixed rollout outcomes with a value network's estimate; the
+   advantage nets learned from real deals, so they carry what the uniform redeal drops
+   (what the opponent's moves say about its hand).
 
 This is perfect-information Monte Carlo (PIMC) with one step of lookahead: the redeal
 is uniform over what the player has not seen (it does not infer the opponent's hand
@@ -93,6 +98,12 @@ class SearchConfig:
     """Play the kept move (``keep``) unless another candidate beats it by more than
     ``margin`` standard errors of the paired difference over the redeals (0: plain argmax
     of the mean). Guards against picking a move for its playout noise."""
+    value_blend: float = 0.0
+    """lambda in [0, 1): weight of the blueprint's learned advantages (``advantages``:
+    single Deep CFR's predicted regrets, in points) in each candidate's value, beside
+    1 - lambda of its playout mean; the margin's standard error is the playouts' share.
+    0: the playouts alone. A blueprint without learned advantages (sigma_1 searched as the
+    baseline, the policy net) is searched by its playouts alone."""
     seed: int = 0
     """Keys the redeal and playout streams."""
 
@@ -113,6 +124,8 @@ class SearchConfig:
             raise ValueError(f"keep must be one of {KEEP_RULES}, got {self.keep!r}")
         if self.rank not in RANK_RULES:
             raise ValueError(f"rank must be one of {RANK_RULES}, got {self.rank!r}")
+        if not 0.0 <= self.value_blend < 1.0:
+            raise ValueError(f"value_blend must be in [0, 1), got {self.value_blend}")
 
 
 def _explore(rollout_play: str) -> float:
@@ -227,6 +240,9 @@ class SearchAgent:
         else:
             blueprint_probs = np.zeros(masks.shape)
         order = blueprint_probs
+        advantages = None  # (n, A) points, where the blend uses the blueprint's regrets
+        if cfg.value_blend > 0 and hasattr(self.blueprint, "advantages"):
+            advantages = self.blueprint.advantages(games, players, features, masks)
         if cfg.rank == "regret" and hasattr(self.blueprint, "scores"):
             order = self.blueprint.scores(games, players, features, masks)  # (n, A)
         # prefer the blueprint's more probable action (rank=regret: higher regret), then
@@ -272,21 +288,29 @@ class SearchAgent:
                 continue
             block = values[first : first + cfg.determinizations * len(ranked)]
             block = block.reshape(cfg.determinizations, len(ranked))  # (redeals, candidates)
-            out[row, ranked[self._pick(block)]] = 1.0
+            learned = None if advantages is None else advantages[row, ranked]  # (candidates,)
+            out[row, ranked[self._pick(block, learned)]] = 1.0
         self.decisions += len(games)
         self.seconds += time.perf_counter() - start
         return out
 
-    def _pick(self, values: np.ndarray) -> int:
-        """Index of the candidate to play from values (redeals, candidates); candidate 0 is
-        the kept move (``keep``)."""
-        means = values.mean(axis=0)
+    def _pick(self, values: np.ndarray, learned: np.ndarray | None = None) -> int:
+        """Index of the candidate to play from values (redeals, candidates) and the
+        blueprint's learned advantages (candidates,) or None; candidate 0 is the kept move
+        (``keep``)."""
+        blend = self.config.value_blend if learned is not None else 0.0
+        means = (1.0 - blend) * values.mean(axis=0)
+        if learned is not None:
+            means = means + blend * learned
         best = int(means.argmax())  # the first maximum: blueprint order breaks ties
         if self.config.margin <= 0.0 or best == 0 or len(values) < 2:
             return best
         diffs = values[:, best] - values[:, 0]  # paired over the same redeals
-        stderr = diffs.std(ddof=1) / np.sqrt(len(diffs))
-        return best if diffs.mean() > self.config.margin * stderr else 0
+        gap = (1.0 - blend) * diffs.mean()
+        if learned is not None:
+            gap += blend * (learned[best] - learned[0])
+        stderr = (1.0 - blend) * diffs.std(ddof=1) / np.sqrt(len(diffs))
+        return best if gap > self.config.margin * stderr else 0
 
     def _key(self, game: int, decision: int, index: int, purpose: Purpose = Purpose.SEARCH) -> int:
         return stream_key(self.config.seed, int(game), decision, index, purpose)

@@ -134,15 +134,21 @@ class ScoredStrategy:
     def scores(self, players, features, masks):
         return np.full(masks.shape, -float(self.t))
 
+    def advantages(self, players, features, masks):
+        return np.full(masks.shape, 0.01 * self.t)
+
 
 def test_single_deep_cfr_scores_come_from_each_games_iteration():
-    agent = SingleDeepCFRAgent([ScoredStrategy(t) for t in range(3)], seed=2)
+    agent = SingleDeepCFRAgent([ScoredStrategy(t) for t in range(3)], seed=2, utility_scale=0.01)
     games = np.arange(300)
     masks = np.ones((len(games), 4), dtype=np.uint8)
     zeros, players = np.zeros((len(games), 3)), np.zeros(len(games), np.int8)
     scores = agent.scores(games, players, zeros, masks)
     picks = np.array([agent.iteration_of(g) for g in games])
     np.testing.assert_array_equal(scores[:, 0], -picks.astype(np.float64))
+    # advantages in points: the traversal's utility scale undone
+    advantages = agent.advantages(games, players, zeros, masks)
+    np.testing.assert_allclose(advantages[:, 0], picks.astype(np.float64))
 
 
 def test_sigma1_bots_play_the_initial_strategy():
@@ -177,6 +183,15 @@ def test_checkpoint_agents(lost_cities_checkpoint):
         probs = agent.probs(np.array([0]), np.zeros(1, np.int8), features, masks)
         assert probs.shape == masks.shape
         assert probs.sum() == pytest.approx(1.0) and np.all(probs[masks == 0] == 0)
+    # single Deep CFR's advantages: its regret scores without the warm-start seed, in points
+    sdcfr, args = agents["sdcfr"], (np.array([0]), np.zeros(1, np.int8), features, masks)
+    cfg = load_checkpoint(lost_cities_checkpoint)["config"]
+    strategy = sdcfr.strategies[sdcfr.iteration_of(0)]
+    policy = strategy.policy
+    seed = policy.warm_start / policy.regret_weights[0] * policy.initial(*args[1:])
+    raw = sdcfr.advantages(*args) * cfg["game"]["utility_scale"]
+    np.testing.assert_allclose(raw + seed, sdcfr.scores(*args), rtol=1e-6, atol=1e-9)
+    assert sdcfr.utility_scale == cfg["game"]["utility_scale"]
 
 
 def test_agent_file_plays_like_the_checkpoint(lost_cities_checkpoint):

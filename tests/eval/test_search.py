@@ -109,6 +109,57 @@ def test_search_margin_keeps_the_blueprint_move_unless_another_is_clearly_better
     assert plain._pick(noisy) == 1
 
 
+def test_value_blend_mixes_learned_advantages_into_the_pick():
+    """lambda = 0.5: a candidate's value is half its playout mean, half its learned
+    advantage; the margin's standard error is the playouts' half."""
+    config = SearchConfig(determinizations=4, margin=2.0, value_blend=0.5)
+    agent = SearchAgent(sigma1_agent(), config)
+    noisy = np.array([[0.0, 10.0], [0.0, -8.0], [0.0, 12.0], [0.0, -6.0]])
+    clear = np.array([[0.0, 5.0], [1.0, 6.0], [2.0, 7.5], [0.0, 4.0]])
+    assert agent._pick(noisy) == 0 and agent._pick(clear) == 1  # no advantages: playouts
+    assert agent._pick(noisy, np.array([0.0, 20.0])) == 1  # the nets back the noisy move
+    assert agent._pick(clear, np.array([0.0, -20.0])) == 0  # the nets veto the clear one
+    assert agent._pick(clear, np.array([0.0, 0.0])) == 1  # equal advantages: playouts decide
+
+
+class RegretsForTheFirstMove:
+    """Ranks the legal actions highest index first, with learned advantages of 1000 points
+    on the lowest legal index (ranked last)."""
+
+    name = "regrets_for_the_first_move"
+
+    def probs(self, games, players, features, masks):
+        weights = masks * np.arange(1, masks.shape[1] + 1)
+        return weights / weights.sum(axis=1, keepdims=True)
+
+    def advantages(self, games, players, features, masks):
+        out = np.zeros(masks.shape)
+        out[np.arange(len(masks)), masks.argmax(axis=1)] = 1000.0
+        return out
+
+
+def test_value_blend_uses_the_blueprints_advantages_and_leaves_sigma1_alone():
+    """With a blend, a blueprint's large learned advantage decides the move among the
+    candidates; sigma_1 (no advantages) searches exactly as without one."""
+    game = LostCitiesGame.from_seed(4)
+    config = SearchConfig(determinizations=4, candidates=0, margin=2.0, value_blend=0.5)
+    blended = SearchAgent(RegretsForTheFirstMove(), config)
+    legal = np.flatnonzero(game.legal_mask())
+    assert int(decide(blended, game).argmax()) == legal[0]
+    unblended = SearchAgent(
+        RegretsForTheFirstMove(), SearchConfig(determinizations=4, candidates=0)
+    )
+    assert int(decide(unblended, game).argmax()) != legal[0]
+    plain = SearchAgent(sigma1_agent(), SearchConfig(determinizations=8, seed=2))
+    with_blend = SearchAgent(
+        sigma1_agent(), SearchConfig(determinizations=8, seed=2, value_blend=0.5)
+    )
+    while not game.is_terminal:
+        move = decide(plain, game)
+        np.testing.assert_array_equal(decide(with_blend, game), move)
+        game.apply(int(move.argmax()))
+
+
 def test_search_improves_on_its_heuristic_against_the_same_heuristic():
     """Policy improvement: one-step lookahead with sigma_1's rule in the playouts beats
     sigma_1's greedy rule itself on the same deals (fixed seeds, not a timing)."""
@@ -139,6 +190,8 @@ def test_agent_playouts_end_every_game_and_score_from_the_viewer():
         ({"blueprint_plies": -1}, "blueprint_plies must be >= 0"),
         ({"keep": "best"}, "keep must be one of"),
         ({"rank": "value"}, "rank must be one of"),
+        ({"value_blend": 1.0}, r"value_blend must be in \[0, 1\)"),
+        ({"value_blend": -0.1}, r"value_blend must be in \[0, 1\)"),
     ],
 )
 def test_search_config_rejects_bad_values(kwargs, message):
@@ -270,7 +323,7 @@ def test_blueprint_plies_change_what_the_playouts_measure():
     seen = []
     for agent in (plain, mixed):
         values = []
-        agent._pick = lambda block, values=values: values.append(block.copy()) or 0
+        agent._pick = lambda block, learned=None, values=values: values.append(block.copy()) or 0
         decide(agent, game)
         seen.append(values[0])
     assert seen[0].shape == seen[1].shape
