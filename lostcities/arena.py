@@ -7,7 +7,8 @@ python -m lostcities.arena outputs/DAY/TIME_lost_cities/agent.pt committer --sea
 A player is a bot name or the path of a run's agent file (or a training checkpoint);
 a file plays its ``--agent`` kind (default: single Deep CFR when the file has the
 per-iteration nets, else the current strategy), moves chosen ``--play`` greedy or sampled,
-or with ``--search K`` through play-time search over that agent (lostcities/eval/search.py).
+or with ``--search K`` through play-time search over that agent (lostcities/eval/search.py;
+the ``--search-*`` options as in lostcities.evaluate).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from lostcities.eval.agents import (
 )
 from lostcities.eval.arena import MatchResult, play_match
 from lostcities.eval.opponents import BOT_NAMES, Bot, make_bot
-from lostcities.eval.search import SearchAgent, SearchConfig
+from lostcities.eval.search import add_search_arguments, search_config_from_args, searched
 from lostcities.games.lost_cities import LostCitiesGame
 from lostcities.games.lost_cities_spec import DEFAULT_MAX_TURNS
 from lostcities.rng import Stream, stream_key
@@ -103,17 +104,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         default="sampled",
         help="how an agent picks (default sampled: single Deep CFR was measured strongest so)",
     )
-    parser.add_argument(
-        "--search",
-        type=int,
-        default=0,
-        metavar="K",
-        help="an agent file plays through play-time search with K redeals per move "
-        "(lostcities/eval/search.py; 0: off)",
-    )
+    add_search_arguments(parser)  # an agent file plays through play-time search
     args = parser.parse_args(argv)
-    if args.search < 0:
-        parser.error(f"--search must be >= 0, got {args.search}")
+    try:
+        search_config_from_args(args, 0)  # checked here; keyed per player in make_player
+    except ValueError as e:
+        parser.error(str(e))
     if args.games <= 0:
         parser.error(f"--games must be positive, got {args.games}")
     return args
@@ -136,8 +132,9 @@ def make_player(name: str, args: argparse.Namespace, slot: int) -> Bot:
         )
     seed = stream_key(args.seed, slot)
     agent = load_agent(name, args.agent, seed)
-    if args.search:
-        agent = SearchAgent(agent, SearchConfig(determinizations=args.search, seed=seed))
+    search = search_config_from_args(args, seed)
+    if search is not None:
+        agent = searched(agent, search)
     return AgentBot(agent, f"{name} [{agent.name}, {args.play}]", args.play, seed, slot)
 
 

@@ -33,14 +33,7 @@ from lostcities.eval.agents import AGENT_KINDS, PLAY_MODES, agents_from_checkpoi
 from lostcities.eval.arena import paired_gain, pooled_paired_gain
 from lostcities.eval.evaluate import play_agent_match
 from lostcities.eval.opponents import BOT_NAMES
-from lostcities.eval.search import (
-    KEEP_RULES,
-    RANK_RULES,
-    ROLLOUT_PLAYS,
-    ROLLOUT_POLICIES,
-    SearchAgent,
-    SearchConfig,
-)
+from lostcities.eval.search import SearchAgent, add_search_arguments, search_config_from_args
 
 DEFAULT_BOTS = "random,discard_only,eager,cautious,committer,sigma1_greedy"
 
@@ -69,47 +62,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--jobs", type=int, default=1, help="checkpoints evaluated in parallel processes"
     )
     parser.add_argument("--json", metavar="FILE", help="also write every number here")
-    search = parser.add_argument_group("play-time search (lostcities/eval/search.py)")
-    search.add_argument(
-        "--search", type=int, default=0, metavar="K", help="redeals per decision (0: no search)"
-    )
-    search.add_argument(
-        "--search-candidates",
-        type=int,
-        default=SearchConfig.candidates,
-        metavar="N",
-        help=f"the agent's N most probable moves (default {SearchConfig.candidates}; 0: all)",
-    )
-    search.add_argument(
-        "--search-rank",
-        default=SearchConfig.rank,
-        choices=RANK_RULES,
-        help="what orders the agent's moves: its probabilities, or regret matching's input "
-        "(sdcfr, current; orders the moves of probability 0 too)",
-    )
-    search.add_argument("--search-margin", type=float, default=SearchConfig.margin, metavar="Z")
-    search.add_argument(
-        "--search-keep",
-        default=SearchConfig.keep,
-        choices=KEEP_RULES,
-        help="the move played unless another is clearly better: the agent's most probable "
-        "(greedy) or one sampled from it",
-    )
-    search.add_argument("--search-rollout", default=SearchConfig.rollout, choices=ROLLOUT_POLICIES)
-    search.add_argument(
-        "--search-rollout-play", default=SearchConfig.rollout_play, choices=ROLLOUT_PLAYS
-    )
-    search.add_argument(
-        "--search-blueprint-plies", type=int, default=SearchConfig.blueprint_plies, metavar="P"
-    )
-    search.add_argument(
-        "--search-value-blend",
-        type=float,
-        default=SearchConfig.value_blend,
-        metavar="LAMBDA",
-        help="weight in [0, 1) of the agent's learned advantages (sdcfr only) beside its "
-        "playout mean in each move's value (default 0: playouts alone)",
-    )
+    add_search_arguments(parser)
     args = parser.parse_args(argv)
     if args.jobs < 1 or args.threads < 1:
         parser.error(f"--jobs and --threads must be >= 1, got {args.jobs} and {args.threads}")
@@ -118,23 +71,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     args.agents = _names(args.agents, [k for k in AGENT_KINDS if k != "sigma1"], "--agents")
     args.play = _names(args.play, PLAY_MODES, "--play")
     args.bots = _names(args.bots, BOT_NAMES, "--bots")
-    args.search_config = None
+    try:
+        args.search_config = search_config_from_args(args, args.seed)
+    except ValueError as e:
+        parser.error(str(e))
     if args.search:
-        try:
-            args.search_config = SearchConfig(
-                determinizations=args.search,
-                candidates=args.search_candidates,
-                rank=args.search_rank,
-                margin=args.search_margin,
-                keep=args.search_keep,
-                rollout=args.search_rollout,
-                rollout_play=args.search_rollout_play,
-                blueprint_plies=args.search_blueprint_plies,
-                value_blend=args.search_value_blend,
-                seed=args.seed,
-            )
-        except ValueError as e:
-            parser.error(f"--search: {e}")
         if args.search_value_blend > 0 and args.agents != ["sdcfr"]:
             parser.error(
                 "--search-value-blend: only sdcfr has learned advantages to blend, got "

@@ -28,7 +28,7 @@ import numpy as np
 from lostcities.arena import AGENT_CHOICES, load_agent
 from lostcities.eval.agents import PLAY_MODES, Agent, agent_probs, choose_actions
 from lostcities.eval.arena import arena_deal_seed
-from lostcities.eval.search import SearchAgent, SearchConfig
+from lostcities.eval.search import add_search_arguments, search_config_from_args, searched
 from lostcities.games import lost_cities_spec as spec
 from lostcities.games.lost_cities import LostCitiesGame
 from lostcities.rng import Stream, stream_key
@@ -354,12 +354,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--play", choices=PLAY_MODES, default="sampled", help="default sampled")
     parser.add_argument("--seed", type=int, help="deal seed (default: a fresh one, printed)")
     parser.add_argument("--seat", type=int, choices=(0, 1), default=0, help="0 moves first")
-    parser.add_argument(
-        "--search", type=int, default=0, metavar="K", help="search K redeals per move (0: off)"
-    )
+    add_search_arguments(parser)
     args = parser.parse_args(argv)
-    if args.search < 0:
-        parser.error(f"--search must be >= 0, got {args.search}")
+    try:
+        search_config_from_args(args, 0)  # checked here; keyed by the game's seed in main
+    except ValueError as e:
+        parser.error(str(e))
     return args
 
 
@@ -372,8 +372,9 @@ def main(
     seed = args.seed if args.seed is not None else secrets.randbelow(1_000_000)
     try:
         agent = load_agent(args.path, args.agent, seed)
-        if args.search:
-            agent = SearchAgent(agent, SearchConfig(determinizations=args.search, seed=seed))
+        search = search_config_from_args(args, seed)
+        if search is not None:
+            agent = searched(agent, search)
     except (OSError, ValueError) as e:  # CheckpointError is a ValueError
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -142,6 +142,6 @@ def test_a_missing_file_is_one_error_line(
 
 
 def test_the_agent_can_search_at_play_time(agent_file: Path) -> None:
-    code, out = play(agent_file, "1\n" * 400, "--search", "4")
+    code, out = play(agent_file, "1\n" * 400, "--search", "4", "--search-candidates", "3")
     assert code == 0
     assert "[search(sdcfr), sampled]" in out and "final scores" in out

@@ -140,3 +140,21 @@ def test_cli_plays_an_agent_file_through_search(
     assert f"A = {agent} [search(sdcfr), sampled]" in capsys.readouterr().out
     with pytest.raises(SystemExit):
         main([agent, "cautious", "--search", "-1"])
+
+
+def test_cli_search_options_reach_the_search(
+    lost_cities_checkpoint: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    agent = str(lost_cities_checkpoint.parent.parent / "agent.pt")
+    options = ["--search", "4", "--search-candidates", "2", "--search-value-blend", "0.5"]
+    player = make_player(agent, parse_args([agent, "cautious", *options]), 1)
+    config = player.agent.config
+    assert (config.determinizations, config.candidates, config.value_blend) == (4, 2, 0.5)
+    assert main([agent, "cautious", "--games", "2", *options]) == 0
+    capsys.readouterr()
+    # the policy net has no learned advantages: a blend would do nothing, so it is refused
+    assert main([agent, "cautious", "--agent", "policy", *options]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--search-value-blend" in err[0] and "'policy'" in err[0]
+    with pytest.raises(SystemExit):
+        parse_args([agent, "cautious", "--search", "4", "--search-value-blend", "1.5"])
