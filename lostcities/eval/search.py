@@ -381,16 +381,13 @@ class SearchAgent:
         blueprint's learned advantages (candidates,) or None; candidate 0 is the kept move
         (``keep``)."""
         blend = self.config.value_blend if learned is not None else 0.0
-        means = (1.0 - blend) * values.mean(axis=0)
-        if learned is not None:
-            means = means + blend * learned
+        learned = np.zeros(values.shape[1]) if learned is None else learned
+        means = (1.0 - blend) * values.mean(axis=0) + blend * learned
         best = int(means.argmax())  # the first maximum: blueprint order breaks ties
         if self.config.margin <= 0.0 or best == 0 or len(values) < 2:
             return best
         diffs = values[:, best] - values[:, 0]  # paired over the same redeals
-        gap = (1.0 - blend) * diffs.mean()
-        if learned is not None:
-            gap += blend * (learned[best] - learned[0])
+        gap = (1.0 - blend) * diffs.mean() + blend * (learned[best] - learned[0])
         stderr = (1.0 - blend) * diffs.std(ddof=1) / np.sqrt(len(diffs))
         return best if gap > self.config.margin * stderr else 0
 
