@@ -4,7 +4,7 @@
 
 1. C level: ``random_playouts`` steps the kernel with no Python call per move.
 2. Wrapper: ``LostCitiesGame`` driven step by step from Python.
-3. Reference: the pure-Python ``rules.RulesState``.
+3. Reference: the pure-Python ``lostcities.reference.lost_cities_rules.RulesState``.
 
 The three loops run interleaved in rounds (C, wrapper, reference, C, ...) so
 machine noise hits them alike; the ratios are what to compare across runs.
@@ -19,7 +19,7 @@ import time
 
 from lostcities.games._state import random_playouts
 from lostcities.games.lost_cities import LostCitiesGame
-from lostcities.games.rules import RulesState
+from lostcities.reference.lost_cities_rules import RulesState
 from lostcities.rng import Stream, stream_key
 
 
@@ -39,7 +39,7 @@ def stepped(factory, games: int, seed: int) -> None:
 LOOPS = {
     "C-level playout": c_level,
     "Python wrapper, step by step": lambda n, s: stepped(LostCitiesGame.from_seed, n, s),
-    "reference rules.py": lambda n, s: stepped(RulesState.from_seed, n, s),
+    "reference (pure Python)": lambda n, s: stepped(RulesState.from_seed, n, s),
 }
 
 

@@ -106,7 +106,9 @@ class Arm:
             )
         self.notes = sorted({str(w.message) for w in caught})
         if args.force_cpu_amp and amp != "off":
-            self.trainer.amp = MixedPrecision(AmpConfig(dtype=amp), args.device, allow_cpu=True)
+            self.trainer.step.amp = MixedPrecision(
+                AmpConfig(dtype=amp), args.device, allow_cpu=True
+            )
         self.policy = args.phase == "policy"
         trainer, t = self.trainer, 2
         memory = trainer.strategy_memory if self.policy else trainer.advantage_memories[0]
@@ -137,7 +139,7 @@ class Arm:
             (self.warmup if warmup else self.times).append(time.perf_counter() - start)
 
     def describe(self) -> str:
-        amp = self.trainer.amp
+        amp = self.trainer.step.amp
         if amp.requested == "off":
             return "fp32"
         if amp.active:

@@ -16,7 +16,9 @@ Python numbers.
 Durability: the file is written to a temporary file in the same directory,
 fsynced, and moved onto the target with ``os.replace`` (atomic on POSIX), so a
 crash or a failed write leaves either the old checkpoint or the new one, never
-a truncated file, and never deletes the previous checkpoint. Ctrl-C and SIGTERM
+a truncated file, and never deletes the previous checkpoint; a write that fails (a
+full disk, a quota) raises :class:`CheckpointWriteError`, one line naming the file and
+the cause. Ctrl-C and SIGTERM
 are held back while the file is written (lostcities/interrupts.py): a write that
 has begun finishes, and the interrupt then acts as if it came just after it.
 """
@@ -48,6 +50,23 @@ _PLAIN = (str, bytes, int, float, complex, bool, type(None), torch.dtype, torch.
 
 class CheckpointError(ValueError):
     """A checkpoint cannot be used. The message is one line naming the file and the problem."""
+
+
+class CheckpointWriteError(OSError):
+    """A checkpoint file could not be written (a full disk, a quota, a failing device); any
+    earlier file at that path is untouched. ``str()`` is one line: the file and the cause
+    (the OS error's text when one is behind it, e.g. torch's zip writer failing after an
+    ``ENOSPC``)."""
+
+    def __init__(self, path: str | os.PathLike[str], cause: BaseException) -> None:
+        os_error = _os_error_in(cause)
+        reason = os_error.strerror if os_error is not None and os_error.strerror else None
+        super().__init__(
+            None if os_error is None else os_error.errno, reason or _one_line(cause), str(path)
+        )
+
+    def __str__(self) -> str:
+        return f"could not write {self.filename} ({self.strerror})"
 
 
 def checkpoint_path(directory: str | os.PathLike[str], iteration: int) -> Path:
@@ -121,9 +140,11 @@ def save_checkpoint(path: str | os.PathLike[str], payload: Mapping[str, object])
                 f.flush()
                 os.fsync(f.fileno())  # the bytes are on disk before the rename makes them visible
             os.replace(tmp_name, path)
-        except BaseException:
+        except BaseException as e:
             # Never leave a half-written temp file behind.
             Path(tmp_name).unlink(missing_ok=True)
+            if isinstance(e, OSError | RuntimeError):  # RuntimeError: torch's zip writer
+                raise CheckpointWriteError(path, e) from None
             raise
         _fsync_directory(path.parent)
 
@@ -194,6 +215,18 @@ def load_checkpoint(
     if wrong:
         raise CheckpointError(f"{name}: " + "; ".join(wrong))
     return payload
+
+
+def _os_error_in(error: BaseException) -> OSError | None:
+    """The first OSError in ``error``'s chain (itself, then what it was raised from or
+    while handling), or None."""
+    seen = set()
+    while error is not None and id(error) not in seen:
+        if isinstance(error, OSError):
+            return error
+        seen.add(id(error))
+        error = error.__cause__ or error.__context__
+    return None
 
 
 def _safe(value: object, where: str) -> object:

@@ -2,10 +2,12 @@
 
 ``conf/train.yaml`` composes config groups (game, network, ...) on top of
 these schemas, so a misspelt key or a wrongly typed value fails at compose
-time with Hydra's message; a bad value fails at start-up with the rule that
-lostcities/config_checks.py keeps for every field here. Library code receives
-only its own sub-config (``TraversalConfig``, ``TrackingConfig``, ...), never
-``TrainConfig``.
+time with Hydra's message. Every field is declared with its rule
+(:func:`lostcities.config_rules.checked`), so a bad value fails at start-up with one
+line naming the key (lostcities/config_checks.py). The names a field may take
+(schemes, bots, ...) are the vocabularies below; the modules that implement them
+take their names from here. Library code receives only its own sub-config
+(``TraversalConfig``, ``TrackingConfig``, ...), never ``TrainConfig``.
 Every field is documented here; there is no logic in this module beyond
 registration.
 """
@@ -16,129 +18,173 @@ from dataclasses import dataclass, field
 
 from hydra.core.config_store import ConfigStore
 
+from lostcities.config_rules import (
+    boolean,
+    checked,
+    device,
+    even_integer,
+    integer,
+    label,
+    names_from,
+    non_negative,
+    number_in,
+    one_of,
+    optional_label,
+    positive,
+    seed,
+    texts,
+)
+
+# --- vocabularies: the names a field may take ----------------------------------------------
+
+GAMES = ("lost_cities", "kuhn", "leduc")  # lostcities/games/__init__.py make_game
+UTILITIES = ("score_diff", "win_loss")
+NETWORK_KINDS = ("mlp", "color_shared")  # lostcities/cfr/networks.py
+SCHEMES = ("external", "rollout")  # lostcities/cfr/_traverse.pyx
+UPDATES = ("alternating", "simultaneous")  # lostcities/cfr/trainer.py
+INITIAL_STRATEGIES = ("uniform", "lost_cities_heuristic")  # lostcities/cfr/initial.py
+EXECUTORS = ("inline", "processes")  # lostcities/cfr/workers.py
+LR_SCHEDULES = ("constant", "cosine")
+POLICY_TRAINING = ("scratch", "continual")
+BOT_NAMES = (  # lostcities/eval/opponents.py
+    "random",
+    "discard_only",
+    "eager",
+    "cautious",
+    "committer",
+    "sigma1",
+    "sigma1_greedy",
+)
+EVAL_AGENTS = ("policy", "current", "sdcfr")  # lostcities/eval/agents.py
+PLAY_MODES = ("sampled", "greedy")  # lostcities/eval/agents.py choose_actions
+AMP_DTYPES = ("off", "fp16", "bf16")  # lostcities/perf/amp.py
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+EXPERIMENT_KINDS = ("ab", "drift")  # lostcities/experiments/report.py
+MAX_TURNS = 30000  # the Lost Cities kernel's turn counter (lostcities/games/lost_cities.py)
+
 
 @dataclass
 class GameConfig:
-    name: str = "lost_cities"
+    name: str = checked("lost_cities", one_of(GAMES))
     """Which game: ``lost_cities``, ``kuhn`` or ``leduc``."""
-    max_turns: int = 1000
+    max_turns: int = checked(1000, integer(1, MAX_TURNS))
     """Lost Cities turn cap (ends discard ping-pong; never binds in normal play; at most
     30000)."""
-    utility: str = "score_diff"
+    utility: str = checked("score_diff", one_of(UTILITIES))
     """Lost Cities payoff: ``score_diff`` (zero-sum score difference) or ``win_loss`` (+1/0/-1)."""
-    utility_scale: float = 1.0
+    utility_scale: float = checked(1.0, positive())
     """Payoffs are multiplied by this inside traversals (keeps regret targets near unit scale)."""
 
 
 @dataclass
 class NetworkConfig:
-    name: str = "default"
+    name: str = checked("default", label())
     """Label of the architecture (the config group choice), logged as a tag."""
-    kind: str = "mlp"
+    kind: str = checked("mlp", one_of(NETWORK_KINDS))
     """``mlp`` (``layers`` ReLU layers of width ``hidden``) or ``color_shared`` (Lost Cities:
     a trunk shared by the five colors, then ``attention_layers`` transformer layers across
     the colors; same input and output layout as the MLP)."""
-    hidden: int = 512
+    hidden: int = checked(512, integer(1))
     """Width of every hidden layer (color_shared: the per-color embedding width)."""
-    layers: int = 3
+    layers: int = checked(3, integer(1))
     """Number of hidden layers of the MLP (color_shared: of the shared per-color trunk)."""
-    attention_layers: int = 0
+    attention_layers: int = checked(0, integer(0))
     """color_shared: transformer encoder layers across the five colors."""
-    attention_heads: int = 4
+    attention_heads: int = checked(4, integer(1))
     """color_shared: attention heads per transformer layer (must divide ``hidden``)."""
 
 
 @dataclass
 class TraversalConfig:
-    scheme: str = "rollout"
+    scheme: str = checked("rollout", one_of(SCHEMES))
     """``external`` (textbook external sampling; Kuhn, Leduc) or ``rollout``
     (fixed-policy trajectory + branching with on-policy rollouts; Lost Cities)."""
-    traversals_per_player: int = 100
+    traversals_per_player: int = checked(100, integer(1))
     """Traversals per player per iteration (IDs (t, p, k) for k below this)."""
-    first_traversals_per_player: int = 0
+    first_traversals_per_player: int = checked(0, integer(0))
     """Traversals per player at iteration 1 (0: ``traversals_per_player``). Iteration 1
     plays sigma_1, which needs no network forward when it is a fixed rule, so its
     samples can be far cheaper; a sample's linear-CFR weight is divided by its
     iteration's traversal count, so every iteration keeps weight t whatever its size."""
-    updates: str = "alternating"
+    updates: str = checked("alternating", one_of(UPDATES))
     """``alternating`` (Brown et al. 2019: player 1 traverses against player 0's freshly
     trained network) or ``simultaneous`` (both players traverse against sigma_t, then
     both networks train; Zinkevich et al.'s CFR)."""
-    branch_prob: float = 0.05
+    branch_prob: float = checked(0.05, number_in("(0, 1]", lambda p: 0 < p <= 1))
     """rollout scheme: probability that a traverser decision node on the trajectory
     branches (constant over iterations, which keeps the regret estimate unbiased)."""
-    rollouts: int = 1
+    rollouts: int = checked(1, integer(1))
     """rollout scheme: playouts per legal action at a branching node."""
-    sampling_policy: str = "uniform"
+    sampling_policy: str = checked("uniform", one_of(INITIAL_STRATEGIES))
     """rollout scheme: the fixed policy of the traverser's own trajectory: ``uniform`` or
     ``lost_cities_heuristic`` (a fixed mix, 10% uniform; trajectories then look like sensible
     play, so branching nodes sample the states an agent actually meets)."""
-    initial_strategy: str = "uniform"
+    initial_strategy: str = checked("uniform", one_of(INITIAL_STRATEGIES))
     """sigma_1, played before a player's first advantage network exists: ``uniform``
     (textbook) or ``lost_cities_heuristic`` (see lostcities/cfr/initial.py; sound because
     regret matching's bound does not depend on the first strategy)."""
-    warm_start: float = 0.0
+    warm_start: float = checked(0.0, non_negative())
     """Strategy-based warm start (Brown & Sandholm 2016): initial regrets c * sigma_1, so
     sigma_{t+1} = RM(c * sigma_1 + R_t) with R_t the linear-CFR cumulative regret (in
     utility units). 0 is plain Deep CFR. The seed fades as regrets accumulate and keeps
     regret matching's guarantee; it stops noisy early regret estimates from throwing away
     a sound sigma_1 (see lostcities/cfr/policy.py)."""
-    cache_strategies: bool = False
+    cache_strategies: bool = checked(False, boolean())
     """Memoize sigma per information state within an iteration (exact; pays off on
     small games whose infosets repeat, useless on Lost Cities)."""
-    executor: str = "inline"
+    executor: str = checked("inline", one_of(EXECUTORS))
     """Where traversals run: ``inline`` (in the trainer's process) or ``processes`` (a pool
     of ``num_workers`` spawned worker processes that lives for the whole run). A performance
     setting only: results do not depend on it (see lostcities/cfr/workers.py)."""
-    num_workers: int = 0
+    num_workers: int = checked(0, integer(0))
     """Worker processes of the ``processes`` executor (0: the cores this process may use)."""
-    chunk_size: int = 0
+    chunk_size: int = checked(0, integer(0))
     """Traversal IDs per task sent to a worker (0: automatic, about four tasks per worker
     per iteration and player so that uneven traversal lengths still balance)."""
-    inference_batch: int = 0
+    inference_batch: int = checked(0, integer(0))
     """Most rows one network forward takes inside a traversal (0: no cap, the whole
     lockstep step of one traversal's playouts). With ``determinism=strict`` it cannot change
     a result; with ``off`` it may, through BLAS rounding (measured in bench_inference.py)."""
-    worker_retries: int = 1
+    worker_retries: int = checked(1, integer(0))
     """How often a chunk whose worker died or raised is rerun in a fresh worker before the
     run stops (the rerun gives identical results: every stream is keyed by traversal ID)."""
-    debug_checks: bool = False
+    debug_checks: bool = checked(False, boolean())
     """Check in the kernel that every sampled action is legal before applying it (the
     build turns off bounds checks, so a bad action would otherwise corrupt memory)."""
 
 
 @dataclass
 class MemoryConfig:
-    advantage_capacity: int = 1_000_000
+    advantage_capacity: int = checked(1_000_000, integer(1))
     """Reservoir capacity of each player's advantage memory (samples)."""
-    strategy_capacity: int = 1_000_000
+    strategy_capacity: int = checked(1_000_000, integer(1))
     """Reservoir capacity of the strategy (average policy) memory."""
 
 
 @dataclass
 class OptimConfig:
-    advantage_steps: int = 400
+    advantage_steps: int = checked(400, integer(1))
     """SGD steps per advantage-network training (per player per iteration)."""
-    advantage_batch_size: int = 1024
-    advantage_lr: float = 1e-3
-    reinit_advantage: bool = True
+    advantage_batch_size: int = checked(1024, integer(1))
+    advantage_lr: float = checked(1e-3, positive())
+    reinit_advantage: bool = checked(True, boolean())
     """Train the advantage network from scratch each iteration (Brown et al. 2019)."""
-    strategy_steps: int = 2000
+    strategy_steps: int = checked(2000, integer(1))
     """SGD steps each time the policy network is trained."""
-    strategy_batch_size: int = 1024
-    strategy_lr: float = 1e-3
-    lr_schedule: str = "constant"
+    strategy_batch_size: int = checked(1024, integer(1))
+    strategy_lr: float = checked(1e-3, positive())
+    lr_schedule: str = checked("constant", one_of(LR_SCHEDULES))
     """Learning rate within each training (advantage and policy fits): ``constant`` or
     ``cosine`` (from the set rate down to 0 over the fit's steps; the rate is restored after)."""
-    grad_clip: float = 1.0
+    grad_clip: float = checked(1.0, non_negative())
     """Max global gradient norm (0 disables clipping)."""
-    policy_training: str = "scratch"
+    policy_training: str = checked("scratch", one_of(POLICY_TRAINING))
     """How the policy (average-strategy) network is trained, so that neither evaluation nor
     checkpoint cadence changes the agent: ``scratch`` (a fresh network, initialised and
     sampled from streams keyed by (seed, iteration), trained for ``strategy_steps`` whenever
     the policy is needed: at evaluation, checkpoint and the end) or ``continual`` (the same
     network trained for ``strategy_steps`` more at the end of every iteration)."""
-    augment_symmetries: bool = False
+    augment_symmetries: bool = checked(False, boolean())
     """Train on each sampled row under a random symmetry of the game (Lost Cities: one of
     the 120 color relabellings), so every sample teaches all colors. Needs a game with
     symmetries (Kuhn and Leduc define none)."""
@@ -146,70 +192,72 @@ class OptimConfig:
 
 @dataclass
 class EvalConfig:
-    every: int = 10
+    every: int = checked(10, integer(1))
     """Evaluate (and train the policy network) every this many iterations, and at the end."""
-    opponents: list[str] = field(default_factory=lambda: ["random", "discard_only"])
+    opponents: list[str] = checked(
+        rule=names_from(BOT_NAMES), factory=lambda: ["random", "discard_only"]
+    )
     """Lost Cities: bots the policy network plays against (see lostcities.eval.opponents)."""
-    games: int = 200
+    games: int = checked(200, even_integer(2))
     """Lost Cities: games per opponent, an even number (seats alternate, fixed seeds)."""
-    batch_size: int = 256
+    batch_size: int = checked(256, integer(1))
     """Lost Cities: games stepped together so network forwards are batched."""
-    seed: int = 12345
+    seed: int = checked(12345, seed())
     """Seed of the evaluation deals (fixed, so every evaluation plays the same games)."""
-    agent: str = "policy"
+    agent: str = checked("policy", one_of(EVAL_AGENTS))
     """Lost Cities: what the run is evaluated as (lostcities/eval/agents.py): ``policy``
     (the policy network), ``current`` (regret matching on the latest advantage nets) or
     ``sdcfr`` (single Deep CFR: one iteration's strategy per game, linear weights)."""
-    play: str = "sampled"
+    play: str = checked("sampled", one_of(PLAY_MODES))
     """Lost Cities: how the agent's probabilities become moves: ``sampled`` or ``greedy``
     (the most probable legal action)."""
-    paired_baseline: bool = True
+    paired_baseline: bool = checked(True, boolean())
     """Lost Cities: also play sigma_1 (the initial strategy, played the same way) on the
     same games and log the agent's paired gain over it (eval/<bot>/gain_*)."""
 
 
 @dataclass
 class AmpConfig:
-    name: str = "off"
+    name: str = checked("off", label())
     """Label of the choice (the config group ``amp``), logged as a tag."""
-    dtype: str = "off"
+    dtype: str = checked("off", one_of(AMP_DTYPES))
     """Autocast dtype of the training phases (``DeepCFRTrainer._fit``): ``off`` (fp32, the
     exact pre-AMP code path), ``fp16`` (autocast + one shared GradScaler) or ``bf16`` (no
     scaler). On a device without fast low precision (a CPU) it warns once and runs fp32."""
-    init_scale: float = 65536.0
+    init_scale: float = checked(65536.0, positive())
     """fp16: the GradScaler's initial loss scale."""
-    growth_interval: int = 2000
+    growth_interval: int = checked(2000, integer(1))
     """fp16: steps without an inf/NaN gradient before the scale doubles."""
 
 
 @dataclass
 class CompileConfig:
-    name: str = "trainer"
+    name: str = checked("trainer", label())
     """Label of the choice (the config group ``compile``), logged as a tag."""
-    trainer: bool = True
+    trainer: bool = checked(True, boolean())
     """torch.compile the networks the trainer fits (one compiled module per network,
     reinitialised in place each iteration so it is compiled once)."""
-    inference: bool = False
+    inference: bool = checked(False, boolean())
     """torch.compile the batched evaluation forward of the policy network."""
-    mode: str = "default"
+    mode: str = checked("default", one_of(COMPILE_MODES))
     """``default``, ``reduce-overhead``, ``max-autotune`` or ``max-autotune-no-cudagraphs``."""
-    fullgraph: bool = False
+    fullgraph: bool = checked(False, boolean())
     """Fail on a graph break instead of falling back to eager for that part."""
-    dynamic: bool = False
+    dynamic: bool = checked(False, boolean())
     """Compile for symbolic batch sizes (training batches are fixed: False)."""
-    max_recompiles: int = 8
+    max_recompiles: int = checked(8, integer(0))
     """Stop the run with a clear error when dynamo recompiles more often than this."""
 
 
 @dataclass
 class DeterminismConfig:
-    name: str = "off"
+    name: str = checked("off", label())
     """Label of the choice (the config group ``determinism``), logged as a tag."""
-    torch_deterministic: bool = False
+    torch_deterministic: bool = checked(False, boolean())
     """``torch.use_deterministic_algorithms(True)``, cudnn benchmark off, TF32 off (matmul
     and cudnn), ``CUBLAS_WORKSPACE_CONFIG`` set: applied before anything is built, in the
     trainer and in every traversal worker."""
-    batch_invariant_inference: bool = False
+    batch_invariant_inference: bool = checked(False, boolean())
     """Traversal and evaluation forwards compute each row with a fixed-order per-row kernel
     (lostcities/cfr/inference.py), so a row's result never depends on the rows that share
     its batch: worker count, chunk size, ``traversal.inference_batch`` and
@@ -218,76 +266,76 @@ class DeterminismConfig:
 
 @dataclass
 class ExperimentConfig:
-    name: str = "experiment"
+    name: str = checked("experiment", label())
     """Experiment name: the sweep's parent MLflow run and its report are named after it."""
-    kind: str = "ab"
+    kind: str = checked("ab", one_of(EXPERIMENT_KINDS))
     """``ab``: timing A/B of a performance switch (evaluation and checkpoints off during
     the timing window) plus the drift verdict on the losses; ``drift``: learning curves
     with evaluation on, judged against the baseline arm's seed-to-seed band."""
-    arms: list[str] = field(default_factory=list)
+    arms: list[str] = checked(rule=texts(), factory=list)
     """One string of overrides per arm, e.g. ``["+compile=off", "+compile=trainer"]``
     (several overrides in one arm are separated by spaces)."""
-    arm: int = 0
+    arm: int = checked(0, integer(0))
     """The arm this job runs (swept by the experiment: ``experiment.arm: 0,1``)."""
-    baseline: int = 0
+    baseline: int = checked(0, integer(0))
     """Index of the arm the others are compared with."""
-    warmup_iterations: int = 1
+    warmup_iterations: int = checked(1, integer(0))
     """Iterations dropped from timing means (compile, caches, worker start-up)."""
-    min_speedup: float = 0.05
+    min_speedup: float = checked(0.05, number_in("[0, 1)", lambda f: 0 <= f < 1))
     """Ship threshold of the decision tree: the 1000-iteration projection must improve by
     at least this fraction."""
-    isolate: bool = True
+    isolate: bool = checked(True, boolean())
     """Run every job of the sweep in a fresh process, one at a time (compile caches, torch
     thread settings and RNG state cannot leak between arms; timings do not overlap)."""
 
 
 @dataclass
 class TrackingConfig:
-    enabled: bool = True
+    enabled: bool = checked(True, boolean())
     """Log to MLflow. metrics.jsonl in the run directory is written regardless."""
-    tracking_uri: str | None = None
+    tracking_uri: str | None = checked(None, optional_label())
     """MLflow store; None means $MLFLOW_TRACKING_URI if set, else sqlite:///mlflow.db
     in the working directory."""
-    experiment: str = "lostcities"
+    experiment: str = checked("lostcities", label())
     """MLflow experiment name."""
-    run_name: str | None = None
+    run_name: str | None = checked(None, optional_label())
     """MLflow run name; None lets the tracker derive one from the game and network."""
-    parent_run_id: str | None = None
+    parent_run_id: str | None = checked(None, optional_label())
     """Nest this run under that MLflow run (set by experiment sweeps for their arms)."""
 
 
 @dataclass
 class CheckpointConfig:
-    every: int = 10
+    every: int = checked(10, integer(0))
     """Write a checkpoint every this many iterations (0: only at the end)."""
-    dir: str = "checkpoints"
+    dir: str = checked("checkpoints", label())
     """Directory for checkpoints, relative to the run directory."""
-    keep: int = 3
+    keep: int = checked(3, integer(0))
     """Resumable checkpoints kept in ``checkpoint.dir``, the newest first; older ones are
     deleted after a new one is written; 0 keeps all."""
-    log_artifacts: bool = False
+    log_artifacts: bool = checked(False, boolean())
     """Also attach the final resumable checkpoint to the MLflow run (hundreds of MB on Lost
     Cities). The small agent file (``agent.pt``: what playing needs) is always attached."""
 
 
 @dataclass
 class RunConfig:
-    seed: int = 0
+    seed: int = checked(0, seed())
     """Seed of every random stream of the run."""
-    iterations: int = 30
+    iterations: int = checked(30, integer(1))
     """CFR iterations."""
-    resume: str | None = None
+    resume: str | None = checked(None, optional_label())
     """Path of a checkpoint to continue from."""
-    device: str = "cpu"
+    device: str = checked("cpu", device())
     """Torch device for network training and inference: ``cpu``, ``mps``, ``cuda`` or
     ``cuda:N``."""
-    threads: int = 1
+    threads: int = checked(1, integer(0))
     """torch intra-op threads of the trainer process (0: torch's default, one per core).
     1 by default: with 2 threads on a 2-core machine that something else also uses, torch's
     threads wait on each other and training collapsed (Kuhn: 51 s per iteration at load 6.5
     against 1.1 s with 1 thread); the measurements behind the choice are in README.md
     ("Threads"). Traversal workers always run one thread each."""
-    progress: bool = True
+    progress: bool = checked(True, boolean())
     """Print a header line, live progress of each phase (a tqdm bar on a terminal, a plain
     line every 30 s otherwise) and a summary line per iteration; false prints nothing."""
 

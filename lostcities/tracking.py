@@ -21,21 +21,21 @@ Note: an unreachable *HTTP* server is only detected after MLflow's own retries
 can take minutes; lower those variables when that matters.
 
 Resume: a run resumed from a checkpoint continues the MLflow run that wrote the
-checkpoint (see :class:`Tracker`), so its curves stay one line.
+checkpoint (see :class:`Tracker`), so its curves stay one line, and its
+``metrics.jsonl`` starts from the resumed run's rows (:func:`resume_metrics_file`).
+
+The learning-curve PNG is drawn by :mod:`lostcities.learning_curve`, the provenance
+tags come from :mod:`lostcities.provenance`.
 """
 
 from __future__ import annotations
 
-import fnmatch
-import importlib.metadata
 import json
 import math
 import os
-import platform
 import posixpath
 import re
 import secrets
-import subprocess
 import sys
 import tempfile
 import time
@@ -45,14 +45,12 @@ from types import TracebackType
 from typing import IO, Any
 
 from lostcities.config import TrackingConfig
+from lostcities.learning_curve import CURVE_FILE, plot_learning_curve
 
 METRICS_FILE = "metrics.jsonl"
-CURVE_FILE = "learning_curve.png"
 
-# MLflow's per-request limits (mlflow.utils.validation), restated so that the
-# batching below does not depend on a private module.
-_MAX_PARAMS_PER_BATCH = 100
-_MAX_METRICS_PER_BATCH = 1000
+# MLflow's value-length limits (mlflow.utils.validation): longer values are clipped here,
+# where MLflow would refuse the whole batch. (MLflow's client splits batches by itself.)
 _MAX_PARAM_VALUE = 6000
 _MAX_TAG_VALUE = 8000
 _MAX_KEY = 250
@@ -75,18 +73,6 @@ _NAME_SKIP_KEYS = frozenset({"game", "network", "run.seed", "run.resume", "run.p
 _NAME_SKIP_PREFIXES = ("tracking.", "hydra.")
 _NAME_VALUE_CHARS = 24
 _NAME_OVERRIDE_CHARS = 100
-_GIT_TIMEOUT_S = 3.0
-
-# Learning-curve panels: (title, fnmatch patterns). Every metric matching a
-# panel's patterns is drawn in it; panels with no matching metric are skipped.
-CURVE_PANELS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("exploitability", ("eval/exploitability",)),
-    ("win rate, seat 0", ("eval/*/win_rate0",)),
-    ("score difference", ("eval/*/score_diff",)),
-    ("advantage loss", ("loss/advantage", "loss/advantage/*")),
-    ("strategy loss", ("loss/strategy", "loss/strategy/*")),
-    ("traversal nodes", ("traversal/nodes",)),
-)
 
 
 def resolve_tracking_uri(configured: str | None) -> str:
@@ -149,25 +135,32 @@ def default_run_name(base: str, overrides: Sequence[str]) -> str:
     return "-".join(parts)
 
 
-def provenance_tags() -> dict[str, str]:
-    """Where the running code came from, as run tags; never raises.
-
-    ``git/commit``: HEAD of the git checkout holding this package's source ("unknown"
-    for an installed copy, or when git is missing or slow). ``git/dirty``: "true" when
-    tracked files differ from HEAD (untracked files do not count), "false", or
-    "unknown". ``version/lostcities`` and ``version/python``.
-    """
-    commit, dirty = _git_state(Path(__file__).resolve().parent)
+def resume_metrics_file(run_dir: str | os.PathLike[str], source: Path, last_step: int) -> None:
+    """Start ``run_dir/metrics.jsonl`` for a run resumed after step ``last_step``: the rows
+    of ``source`` (the resumed run's metrics.jsonl; it may be that very file) up to that
+    step, so the file keeps one row per step across every segment. Rows of a step past
+    the checkpoint (logged by a process that died before its next checkpoint) are dropped:
+    the resumed run logs those steps again. The file is replaced atomically. A missing
+    ``source`` (the run directory was not kept) leaves the file to this segment alone."""
+    if not source.is_file():
+        return
+    kept = []
+    for line in source.read_text(encoding="utf-8").splitlines():
+        try:
+            if int(json.loads(line)["step"]) <= last_step:
+                kept.append(line + "\n")
+        except (ValueError, KeyError, TypeError):
+            continue  # a line cut by a crash
+    target = Path(run_dir) / METRICS_FILE
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{METRICS_FILE}.", suffix=".tmp")
     try:
-        version = importlib.metadata.version("lostcities")
-    except Exception:  # running from a source tree that was never installed
-        version = "unknown"
-    return {
-        "git/commit": commit,
-        "git/dirty": dirty,
-        "version/lostcities": version,
-        "version/python": platform.python_version(),
-    }
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.writelines(kept)
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 class Tracker:
@@ -185,12 +178,13 @@ class Tracker:
     store (in this experiment, not deleted), the tracker continues it: its status goes
     back to RUNNING, new metrics land at their steps on the same curves, tags are
     updated, params it lacks are added (MLflow params cannot change: the resumed
-    config goes in as ``resume_<step>/config.yaml``), and the ``metrics.jsonl`` and
-    learning curve attached at the end cover every segment. Otherwise it starts a new
-    run and says so in one line. A run whose process was SIGKILLed (or lost its
-    machine) stays RUNNING in MLflow; resuming its checkpoint continues it and ends it
-    properly. Points logged past the resumed checkpoint by the earlier process stay in
-    MLflow's history (MLflow cannot delete them); the attached files drop them.
+    config goes in as ``resume_<step>/config.yaml``). Otherwise it starts a new run and
+    says so in one line. A run whose process was SIGKILLed (or lost its machine) stays
+    RUNNING in MLflow; resuming its checkpoint continues it and ends it properly. Points
+    logged past the resumed checkpoint by the earlier process stay in MLflow's history
+    (MLflow cannot delete them); :func:`resume_metrics_file` drops them from the local
+    ``metrics.jsonl`` before the tracker appends to it, so the attached file and the
+    learning curve hold each step once, every segment included.
 
     Use as a context manager: the run ends FINISHED on a normal exit, FAILED when
     an exception escapes (KILLED for KeyboardInterrupt), and the exception is
@@ -225,7 +219,6 @@ class Tracker:
         self._run_name_default = run_name
         self._resume_run_id = resume_run_id
         self._resume_step = resume_step
-        self._history: list[dict[str, float]] = []  # earlier segments of a continued run
         self._params = {str(k): str(v) for k, v in (params or {}).items()}
         self._tags = {str(k): str(v) for k, v in (tags or {}).items()}
         self._texts = dict(texts or {})
@@ -276,17 +269,14 @@ class Tracker:
         self._closed = True
         if self._jsonl is not None:
             self._jsonl.close()
-        with tempfile.TemporaryDirectory() as tmp:
-            metrics, curve = self.metrics_path, None
-            try:
-                if self.continued:  # the attached file and curve cover every segment
-                    metrics = _merge_jsonl(self._history, self.metrics_path, Path(tmp))
-                curve = plot_learning_curve(metrics, self.curve_path)
-            except Exception as e:
-                # Closing runs inside __exit__: a plotting bug must not replace the
-                # exception that is ending the run, nor lose the run's final status.
-                _warn(f"learning curve not drawn ({_one_line(e)})")
-            self._mlflow("close", self._finish_run, metrics, curve, status)
+        curve = None
+        try:
+            curve = plot_learning_curve(self.metrics_path, self.curve_path)
+        except Exception as e:
+            # Closing runs inside __exit__: a plotting bug (or a full disk) must not replace
+            # the exception that is ending the run, nor lose the run's final status.
+            _warn(f"learning curve not drawn ({_one_line(e)})")
+        self._mlflow("close", self._finish_run, self.metrics_path, curve, status)
 
     # -- logging -------------------------------------------------------------------
 
@@ -354,16 +344,12 @@ class Tracker:
         else:
             self.run_id = previous.info.run_id
             self.continued = True
-            # Read before anything new is logged: only the earlier segments' points.
-            self._history = _metric_rows(client, previous, self._resume_step)
             client.update_run(self.run_id, status="RUNNING")  # back from FINISHED / KILLED
             client.log_batch(self.run_id, tags=[RunTag(k, v) for k, v in tags.items()])
             params = {k: v for k, v in params.items() if k not in previous.data.params}
             texts = {f"resume_{self._resume_step:06d}/{k}": v for k, v in texts.items()}
         self._client = client
-        batch = [Param(k, v) for k, v in params.items()]
-        for i in range(0, len(batch), _MAX_PARAMS_PER_BATCH):
-            client.log_batch(self.run_id, params=batch[i : i + _MAX_PARAMS_PER_BATCH])
+        client.log_batch(self.run_id, params=[Param(k, v) for k, v in params.items()])
         for name, text in texts.items():
             client.log_text(self.run_id, text, name)
 
@@ -403,8 +389,7 @@ class Tracker:
 
         stamp = int(now * 1000)
         batch = [Metric(k, float(v), stamp, step) for k, v in values.items()]
-        for i in range(0, len(batch), _MAX_METRICS_PER_BATCH):  # one call unless > 1000 metrics
-            self._client.log_batch(self.run_id, metrics=batch[i : i + _MAX_METRICS_PER_BATCH])
+        self._client.log_batch(self.run_id, metrics=batch)
 
     def _finish_run(self, metrics: Path, curve: Path | None, status: str) -> None:
         if metrics.is_file():
@@ -463,60 +448,12 @@ def finish_parent_run(
         client = MlflowClient(tracking_uri=resolve_tracking_uri(cfg.tracking_uri))
         stamp = int(time.time() * 1000)
         batch = [Metric(k, float(v), stamp, 0) for k, v in metrics.items() if math.isfinite(v)]
-        for i in range(0, len(batch), _MAX_METRICS_PER_BATCH):
-            client.log_batch(run_id, metrics=batch[i : i + _MAX_METRICS_PER_BATCH])
+        client.log_batch(run_id, metrics=batch)
         for path in files:
             client.log_artifact(run_id, str(path))
         client.set_terminated(run_id, status)
     except Exception as e:
         _warn(f"sweep report not logged to MLflow run {run_id} ({_one_line(e)})")
-
-
-def plot_learning_curve(
-    metrics_path: str | os.PathLike[str], out_path: str | os.PathLike[str]
-) -> Path | None:
-    """Draw the :data:`CURVE_PANELS` found in a metrics.jsonl into a PNG; None if none found.
-
-    Unparsable lines (a line cut by a crash) are skipped; when a step appears
-    twice (a resumed run appending to the file) the later value wins.
-    """
-    series = _read_series(Path(metrics_path))
-    panels = []
-    for title, patterns in CURVE_PANELS:
-        keys = sorted(k for k in series if any(fnmatch.fnmatchcase(k, p) for p in patterns))
-        if keys:
-            panels.append((title, patterns, keys))
-    if not panels:
-        return None
-
-    # Figure without pyplot: no global backend switch, no figure left open; PNG via Agg.
-    from matplotlib.figure import Figure
-
-    ncols = min(3, len(panels))
-    nrows = math.ceil(len(panels) / ncols)
-    fig = Figure(figsize=(4.0 * ncols, 2.8 * nrows), dpi=100, layout="constrained")
-    axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
-    for ax, (title, patterns, keys) in zip(axes, panels, strict=False):
-        for key in keys:
-            steps = sorted(series[key])
-            values = [series[key][s] for s in steps]
-            ax.plot(
-                steps, values, marker="." if len(steps) < 50 else None, label=_label(key, patterns)
-            )
-        positive = all(v > 0 for k in keys for v in series[k].values() if math.isfinite(v))
-        if title == "exploitability" and positive:
-            ax.set_yscale("log")
-        ax.set_title(title, fontsize=10)
-        ax.set_xlabel("iteration", fontsize=8)
-        ax.tick_params(labelsize=8)
-        ax.grid(alpha=0.3)
-        if len(keys) > 1:
-            ax.legend(fontsize=7)
-    for ax in axes[len(panels) :]:
-        ax.set_visible(False)
-    out_path = Path(out_path)
-    fig.savefig(out_path)
-    return out_path
 
 
 # -- helpers -----------------------------------------------------------------------
@@ -537,98 +474,6 @@ def _experiment_id(client: Any, name: str) -> str:
     if EXPERIMENT_KIND_TAG not in experiment.tags:  # made by an older version, or by hand
         client.set_experiment_tag(experiment.experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
     return experiment.experiment_id
-
-
-def _metric_rows(client: Any, run: Any, last_step: int | None) -> list[dict[str, float]]:
-    """A run's metric history as metrics.jsonl rows, steps up to ``last_step``."""
-    rows: dict[int, dict[str, float]] = {}
-    for key in run.data.metrics:
-        for m in client.get_metric_history(run.info.run_id, key):
-            if last_step is None or m.step <= last_step:
-                row = rows.setdefault(m.step, {"step": m.step, "time": m.timestamp / 1000})
-                row[key] = m.value
-    return [rows[step] for step in sorted(rows)]
-
-
-def _merge_jsonl(history: list[dict[str, float]], segment: Path, directory: Path) -> Path:
-    """``directory/metrics.jsonl``: the ``history`` rows whose step ``segment`` lacks (it
-    has them all when the resumed run appends to the earlier run's directory), then the
-    lines of ``segment``."""
-    text = segment.read_text(encoding="utf-8") if segment.is_file() else ""
-    steps = set(_jsonl_steps(text))
-    out = directory / METRICS_FILE
-    with open(out, "w", encoding="utf-8") as f:
-        f.writelines(json.dumps(row) + "\n" for row in history if row["step"] not in steps)
-        f.write(text)
-    return out
-
-
-def _jsonl_steps(text: str) -> list[int]:
-    steps = []
-    for line in text.splitlines():
-        try:
-            steps.append(int(json.loads(line)["step"]))
-        except (ValueError, KeyError, TypeError):
-            continue  # a line cut by a crash
-    return steps
-
-
-def _git(cwd: Path, *args: str) -> str | None:
-    """stdout of ``git -C cwd args``; None if git is missing, fails or takes too long."""
-    try:
-        done = subprocess.run(
-            # --no-optional-locks: a status must not take the index lock from a user's git
-            ["git", "--no-optional-locks", "-C", str(cwd), *args],
-            capture_output=True,
-            text=True,
-            timeout=_GIT_TIMEOUT_S,
-            stdin=subprocess.DEVNULL,
-            check=False,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return done.stdout.strip() if done.returncode == 0 else None
-
-
-def _git_state(package_dir: Path) -> tuple[str, str]:
-    """(commit, dirty) of the checkout holding ``package_dir``, or ("unknown", "unknown")."""
-    # The package must be tracked there: an installed copy inside someone's repository (a
-    # virtualenv in a project) is not that project's commit.
-    if _git(package_dir, "ls-files", "--error-unmatch", "--", "__init__.py") is None:
-        return "unknown", "unknown"
-    commit = _git(package_dir, "rev-parse", "HEAD") or "unknown"
-    status = _git(package_dir, "status", "--porcelain", "--untracked-files=no")
-    return commit, "unknown" if status is None else str(bool(status)).lower()
-
-
-def _read_series(path: Path) -> dict[str, dict[int, float]]:
-    """metrics.jsonl -> {metric: {step: value}} (numbers only; inf becomes a gap)."""
-    series: dict[str, dict[int, float]] = {}
-    if not path.is_file():
-        return series
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            try:
-                row = json.loads(line)
-                step = int(row["step"])
-            except (ValueError, KeyError, TypeError):
-                continue
-            for key, value in row.items():
-                if key in ("step", "time") or isinstance(value, bool):
-                    continue
-                if isinstance(value, int | float):
-                    value = float(value)
-                    series.setdefault(key, {})[step] = value if math.isfinite(value) else math.nan
-    return series
-
-
-def _label(key: str, patterns: tuple[str, ...]) -> str:
-    """The part of ``key`` a pattern's ``*`` matched ("eval/random/win_rate0" -> "random")."""
-    for pattern in patterns:
-        if "*" in pattern and fnmatch.fnmatchcase(key, pattern):
-            head, tail = pattern.split("*", 1)
-            return key[len(head) : len(key) - len(tail)] or key
-    return key
 
 
 def _valid_metric_name(name: object) -> bool:

@@ -3,9 +3,24 @@
 from __future__ import annotations
 
 import shutil
+import signal
 from pathlib import Path
 
 import pytest
+
+
+@pytest.fixture(autouse=True, scope="session")
+def sigint_raises_keyboard_interrupt():
+    """Ctrl-C (SIGINT) raises KeyboardInterrupt during the tests, as in an interactive shell.
+
+    A job started in the background (``cmd &``, some CI runners) inherits SIGINT as
+    ignored, and Python then keeps ignoring it: the tests of interrupts, and the training
+    processes they start and interrupt, would see nothing. The suite sets the handler
+    itself (a child process inherits it as the default action, for which Python installs
+    its own handler again) and puts the inherited one back at the end."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
 
 
 @pytest.fixture(scope="session")
@@ -66,7 +81,7 @@ def train_run(overrides: list[str], run_dir: Path) -> list[dict]:
     with initialize_config_module(config_module="lostcities.conf", version_base="1.3"):
         dict_cfg = compose("train", overrides=overrides)
     resolved = OmegaConf.to_container(dict_cfg, resolve=True)
-    train(OmegaConf.to_object(dict_cfg), run_dir, resolved, overrides, {})
+    train(OmegaConf.to_object(dict_cfg), run_dir, resolved, overrides)
     return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
 
 

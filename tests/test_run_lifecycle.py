@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import resource
 import signal
 import subprocess
 import sys
@@ -17,7 +19,7 @@ from hydra import compose, initialize_config_module
 from mlflow import MlflowClient
 from omegaconf import OmegaConf
 
-from lostcities.checkpoint import latest_checkpoint, load_checkpoint
+from lostcities.checkpoint import checkpoint_path, latest_checkpoint, load_checkpoint
 from lostcities.train import train
 
 KUHN = [
@@ -37,7 +39,7 @@ def run(overrides: list[str], run_dir: Path) -> dict[str, float]:
     with initialize_config_module(config_module="lostcities.conf", version_base="1.3"):
         dict_cfg = compose("train", overrides=overrides)
     resolved = OmegaConf.to_container(dict_cfg, resolve=True)
-    return train(OmegaConf.to_object(dict_cfg), run_dir, resolved, overrides, {})
+    return train(OmegaConf.to_object(dict_cfg), run_dir, resolved, overrides)
 
 
 def life_runs(uri: str) -> list:
@@ -151,7 +153,7 @@ def test_sigterm_ends_the_run_killed_and_resume_finishes_it(tmp_path, mlflow_uri
 
 def test_ctrl_c_names_the_iteration(tmp_path, monkeypatch):
     from lostcities.cfr.trainer import DeepCFRTrainer
-    from lostcities.train import Interrupted
+    from lostcities.run import Interrupted
 
     real = DeepCFRTrainer.run_iteration
 
@@ -191,3 +193,44 @@ def test_sweep_jobs_are_tagged_and_named_apart(tmp_path, mlflow_uri):
     names = [r.info.run_name for r in runs]
     assert len(set(names)) == 2
     assert all(n.startswith("kuhn-small-s0-traversals_per_player=50,") for n in names)
+
+
+def test_a_full_disk_ends_the_run_in_one_line_and_loses_nothing(tmp_path):
+    # A per-file size limit (RLIMIT_FSIZE) makes the OS refuse a write past it, as a full
+    # disk would (EFBIG instead of ENOSPC). Checkpoints grow with the memories: a limit
+    # between the sizes of checkpoints 3 and 4 (measured on the same run without it) lets
+    # three land and refuses the fourth.
+    # (the run's directory is Hydra's setting, not one of the task's overrides in the line)
+    overrides = [*KUHN, "tracking.enabled=false", "run.iterations=6", "hydra.run.dir=run"]
+    sizes = tmp_path / "sizes"
+    run([*KUHN, "tracking.enabled=false", "run.iterations=4", "checkpoint.keep=0"], sizes)
+    small, large = (checkpoint_path(sizes / "checkpoints", t).stat().st_size for t in (3, 4))
+    limit = (small + large) // 2
+
+    def limited() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    done = subprocess.run(
+        [sys.executable, "-m", "lostcities.train", *overrides],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        preexec_fn=limited,
+    )
+    run_dir = tmp_path / "run"
+    failed, good = (checkpoint_path(run_dir / "checkpoints", t) for t in (4, 3))
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.splitlines() == [
+        f"error: could not write {failed} (File too large); last good checkpoint {good} "
+        f"(resume: python -m lostcities.train {' '.join(overrides[:-1])} run.resume={good})"
+    ]
+    assert not failed.exists() and load_checkpoint(good)["trainer"]["iteration"] == 3
+    assert load_checkpoint(run_dir / "agent.pt")["agent"]["iteration"] == 3
+    assert [p.name for p in good.parent.iterdir() if p.name.startswith(".")] == []  # no temp
+    # the checkpoint and its metrics land together: 3 rows, and the resume logs iteration 4
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [1, 2, 3]
+    run([*KUHN, "tracking.enabled=false", "run.iterations=4", f"run.resume={good}"], run_dir)
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [1, 2, 3, 4]

@@ -2,29 +2,25 @@
 
 from __future__ import annotations
 
-import importlib.metadata
 import json
 import os
-import platform
 import re
-import subprocess
 from pathlib import Path
 
 import pytest
 from mlflow import MlflowClient
 
 from lostcities.config import TrackingConfig
+from lostcities.learning_curve import CURVE_FILE
 from lostcities.tracking import (
-    CURVE_FILE,
     EXPERIMENT_KIND,
     EXPERIMENT_KIND_TAG,
     METRICS_FILE,
     Tracker,
     default_run_name,
     flatten,
-    plot_learning_curve,
-    provenance_tags,
     resolve_tracking_uri,
+    resume_metrics_file,
 )
 
 WARNING = "WARNING lostcities.tracking"
@@ -135,31 +131,6 @@ def test_resolve_tracking_uri(tmp_path, monkeypatch):
     assert resolve_tracking_uri(None) == "sqlite:///env.db"
     monkeypatch.delenv("MLFLOW_TRACKING_URI")
     assert resolve_tracking_uri(None) == f"sqlite:///{tmp_path / 'mlflow.db'}"
-
-
-def test_learning_curve_picks_existing_families(tmp_path):
-    metrics = tmp_path / METRICS_FILE
-    lines = [
-        json.dumps(
-            {
-                "step": s,
-                "time": 0.0,
-                "eval/random/win_rate0": 0.5,
-                "eval/bot/win_rate0": 0.4,
-                "eval/random/score_diff": 3.0,
-                "other/thing": 1.0,
-            }
-        )
-        for s in range(4)
-    ]
-    metrics.write_text("\n".join(lines) + '\n{"step": 4, "eval/ran')  # a line cut by a crash
-    out = plot_learning_curve(metrics, tmp_path / CURVE_FILE)
-    assert out == tmp_path / CURVE_FILE and out.read_bytes()[:4] == b"\x89PNG"
-
-    (tmp_path / "none.jsonl").write_text(json.dumps({"step": 0, "time": 0.0, "other": 1.0}) + "\n")
-    assert plot_learning_curve(tmp_path / "none.jsonl", tmp_path / "none.png") is None
-    assert plot_learning_curve(tmp_path / "missing.jsonl", tmp_path / "none.png") is None
-    assert not (tmp_path / "none.png").exists()
 
 
 # -- the MLflow store -----------------------------------------------------------------
@@ -320,25 +291,6 @@ def test_named_run(mlflow_uri, tmp_path):
     assert MlflowClient(tracking_uri=mlflow_uri).get_run(t.run_id).info.run_name == "leduc-x-1"
 
 
-def test_provenance_tags(monkeypatch):
-    import lostcities
-
-    tags = provenance_tags()
-    assert tags["version/python"] == platform.python_version()
-    assert tags["version/lostcities"] == importlib.metadata.version("lostcities")
-    source = Path(lostcities.__file__).resolve().parent.parent
-    if (source / ".git").exists():  # a checkout: the commit and state of that checkout
-        head = subprocess.run(
-            ["git", "-C", str(source), "rev-parse", "HEAD"], capture_output=True, text=True
-        )
-        assert tags["git/commit"] == head.stdout.strip()
-        assert re.fullmatch(r"[0-9a-f]{40}", tags["git/commit"])
-        assert tags["git/dirty"] in ("true", "false")
-    monkeypatch.setenv("PATH", "")  # no git at all: unknown, never an error
-    assert provenance_tags()["git/commit"] == "unknown"
-    assert provenance_tags()["git/dirty"] == "unknown"
-
-
 # -- resume: continuing the MLflow run ------------------------------------------------
 
 
@@ -355,6 +307,8 @@ def test_resume_continues_the_killed_run(mlflow_uri, tmp_path):
 
     params = {"run.iterations": 9, "run.resume": "ckpt_2"}
     tags = {**TAGS, "run/resumed_from": "ckpt_2"}
+    # the resumed run's own metrics.jsonl starts from the killed run's rows up to step 2
+    resume_metrics_file(tmp_path / "b", tmp_path / "a" / METRICS_FILE, last_step=2)
     with Tracker(
         cfg, tmp_path / "b", params, tags, {"c.yaml": "2"}, resume_run_id=run_id, resume_step=2
     ) as t:
@@ -380,10 +334,23 @@ def test_resume_continues_the_killed_run(mlflow_uri, tmp_path):
     assert {"c.yaml", "resume_000002", METRICS_FILE, CURVE_FILE} <= artifacts
     resumed = client.download_artifacts(run_id, "resume_000002/c.yaml", str(tmp_path / "dl"))
     assert Path(resumed).read_text() == "2"
-    merged = client.download_artifacts(run_id, METRICS_FILE, str(tmp_path / "dl"))
-    got = [(r["step"], r["loss/advantage"]) for r in map(json.loads, open(merged))]
-    assert got == [(1, 1.0), (2, 2.0), (3, 30.0), (4, 40.0)]
-    assert [r["step"] for r in rows(tmp_path / "b")] == [3, 4]  # the local file: this segment
+    attached = client.download_artifacts(run_id, METRICS_FILE, str(tmp_path / "dl"))
+    got = [(r["step"], r["loss/advantage"]) for r in map(json.loads, open(attached))]
+    assert got == [(1, 1.0), (2, 2.0), (3, 30.0), (4, 40.0)]  # each step once
+    assert rows(tmp_path / "b") == list(map(json.loads, open(attached)))
+
+
+def test_resume_metrics_file_keeps_the_steps_up_to_the_checkpoint(tmp_path):
+    source = tmp_path / "a" / METRICS_FILE
+    source.parent.mkdir()
+    source.write_text(
+        "".join(json.dumps({"step": s, "x": s}) + "\n" for s in (1, 2, 3)) + '{"step": 4, "x'
+    )
+    resume_metrics_file(tmp_path / "a", source, last_step=2)  # the same directory
+    assert [r["step"] for r in rows(tmp_path / "a")] == [1, 2]
+    resume_metrics_file(tmp_path / "b", tmp_path / "missing.jsonl", last_step=2)
+    assert not (tmp_path / "b" / METRICS_FILE).exists()  # nothing to continue from
+    assert sorted(p.name for p in (tmp_path / "a").iterdir()) == [METRICS_FILE]  # no temp left
 
 
 def test_resume_of_a_run_not_in_the_store_starts_a_new_one(mlflow_uri, tmp_path, capsys):

@@ -24,8 +24,8 @@ rows but never mixes them. Vectorising over j reorders no sum either, so builds
 for any vector width (SSE2, AVX2, AVX-512) agree bit for bit. Skipping zero
 inputs is what makes it fast: Lost Cities encodings are mostly zeros (about 93 of
 1077 nonzero) and about half of the post-ReLU hidden activations are zero.
-``rowwise_mlp_reference`` is the pure-numpy twin doing the same operations in
-the same order; the two agree bit for bit.
+``lostcities.reference.rowwise.rowwise_mlp_reference`` is the pure-numpy twin doing
+the same operations in the same order; the two agree bit for bit.
 The results agree with torch's forward to float32 rounding, not bitwise.
 """
 
@@ -153,32 +153,6 @@ class RowwiseMLP:
     def __repr__(self) -> str:
         widths = [self.input_dim] + [w.shape[1] for w, _ in self.layers]
         return f"RowwiseMLP({' -> '.join(map(str, widths))})"
-
-
-def rowwise_mlp_reference(layers: Sequence[Layer], features: np.ndarray) -> np.ndarray:
-    """Pure-numpy twin of the kernel: same float32 operations in the same order.
-
-    ``layers`` as ``RowwiseMLP.layers``; features (n, in) -> (n, out of the last layer).
-    Slow (a Python loop over rows and nonzero inputs); for the property tests.
-    """
-    features = np.asarray(features, dtype=np.float32)
-    out = np.empty((features.shape[0], layers[-1][0].shape[1]), dtype=np.float32)
-    with np.errstate(all="ignore"):  # inf/nan propagate silently, as in C
-        _reference_rows(layers, features, out)
-    return out
-
-
-def _reference_rows(layers: Sequence[Layer], features: np.ndarray, out: np.ndarray) -> None:
-    for r, row in enumerate(features):
-        x = row
-        for i, (weight, bias) in enumerate(layers):
-            acc = np.zeros(weight.shape[1], dtype=np.float32)
-            for k in np.flatnonzero(x):
-                # float32 product rounded, then float32 add, elementwise over j.
-                acc += np.float32(x[k]) * weight[k]
-            y = acc + bias
-            x = np.where(y > 0, y, np.float32(0)) if i < len(layers) - 1 else y
-        out[r] = x
 
 
 def _to_numpy(value, name: str) -> np.ndarray:

@@ -14,10 +14,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from lostcities.config import NetworkConfig
+from lostcities.config import NETWORK_KINDS, NetworkConfig
 from lostcities.games import lost_cities_spec as spec
-
-KINDS = ("mlp", "color_shared")
 
 
 class MLP(nn.Module):
@@ -164,7 +162,7 @@ def build_network(
         with torch.random.fork_rng(devices=[]):
             torch.default_generator.manual_seed(seed)
             return ColorSharedNet(cfg.hidden, cfg.layers, cfg.attention_layers, cfg.attention_heads)
-    raise ValueError(f"network.kind must be one of {KINDS}, got {cfg.kind!r}")
+    raise ValueError(f"network.kind must be one of {NETWORK_KINDS}, got {cfg.kind!r}")
 
 
 def _build_mlp(cfg: NetworkConfig, input_dim: int, num_actions: int, seed: int) -> MLP:

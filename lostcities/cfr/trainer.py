@@ -20,21 +20,18 @@ change it.
 With ``optim.augment_symmetries`` every training row is relabelled by a
 random symmetry of the game (Lost Cities: a color permutation) first.
 
-``_fit`` is the one training loop of both phases; the performance switches wrap
-it only. ``amp`` (lostcities/perf/amp.py): autocast forward, fp32 losses, one
-GradScaler, non-finite losses skipped and counted; ``amp=off`` (or a CPU, which
-falls back) runs the pre-AMP loop op for op. ``compile`` (lostcities/perf/compile.py):
-each network the trainer fits gets one compiled wrapper, made once, and is
-re-initialised in place every iteration (weights copied from a freshly built
-network: bit-identical to building it) so dynamo compiles once; sigma, weight
-pushes, evaluation and checkpoints only ever see the plain module.
+``_fit`` is the one training loop of both phases: it samples minibatches and
+weights them; each step goes through :class:`lostcities.perf.step.TrainingStep`, the
+one owner of the performance switches (AMP, torch.compile, the GradScaler, gradient
+clipping). Networks are re-initialised in place every iteration (weights copied from a
+freshly built network: bit-identical to building it), so a compiled wrapper compiles
+once; sigma, weight pushes, evaluation and checkpoints only ever see the plain module.
 """
 
 from __future__ import annotations
 
 import math
 import time
-import warnings
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict
@@ -62,19 +59,8 @@ from lostcities.config import (
     TraversalConfig,
 )
 from lostcities.games import GameSpec
-from lostcities.perf.amp import MixedPrecision
-from lostcities.perf.compile import (
-    RecompileWatch,
-    below_threshold,
-    clean_state_dict,
-    compile_module,
-    load_clean_state_dict,
-)
+from lostcities.perf.step import TrainingStep
 from lostcities.rng import Purpose, Stream, stream_key
-
-UPDATES = ("alternating", "simultaneous")
-POLICY_TRAINING = ("scratch", "continual")
-LR_SCHEDULES = ("constant", "cosine")
 
 
 def _torch_seed(key: int) -> int:
@@ -114,26 +100,10 @@ class DeepCFRTrainer:
         self.utility_scale = utility_scale  # payoff units per game point (agents undo it)
         self.device = torch.device(device)
         self.iteration = 0  # completed iterations
-        self.amp = MixedPrecision(amp or AmpConfig(), self.device)
-        self.compile = compile
-        self.recompile_watch: RecompileWatch | None = None
-        self._compiled: dict[int, torch.nn.Module] = {}  # id(plain net) -> its training wrapper
-        self._inference_net: torch.nn.Module | None = None  # compiled policy eval forward
-        if compile is not None and (compile.trainer or compile.inference):
-            self.recompile_watch = RecompileWatch(compile.max_recompiles)
-            if below_threshold(network):
-                warnings.warn(
-                    f"torch.compile on network {network.name!r} (hidden {network.hidden}, "
-                    f"{network.layers} layers, no attention), under the size where it pays "
-                    "(hidden >= 1024, layers >= 6 or attention): expect it slower than eager",
-                    stacklevel=2,
-                )
-            if compile.inference and batch_invariant:
-                warnings.warn(
-                    "compile.inference ignored: determinism's batch-invariant row-wise "
-                    "evaluation forward takes precedence",
-                    stacklevel=2,
-                )
+        # forward, loss, backward, clipping and optimiser step under AMP / compile
+        self.step = TrainingStep(
+            amp or AmpConfig(), compile, network, self.device, optim.grad_clip, batch_invariant
+        )
         dim, actions = game.encoding_size, game.num_actions
         self.advantage_memories = [
             ReservoirMemory(memory.advantage_capacity, dim, actions) for _ in range(2)
@@ -181,29 +151,13 @@ class DeepCFRTrainer:
         fresh = self._new_net(purpose, iteration, player)
         if net is None:
             return fresh
-        load_clean_state_dict(net, fresh.state_dict())
+        self.step.reinitialise(net, fresh.state_dict())
         return net
 
-    def _training_forward(self, net: torch.nn.Module) -> torch.nn.Module:
-        """What ``_fit`` runs ``net``'s forward through: its compiled wrapper (made once per
-        module) with ``compile.trainer``, else ``net`` itself."""
-        if self.compile is None or not self.compile.trainer:
-            return net
-        compiled = self._compiled.get(id(net))
-        if compiled is None or compiled._orig_mod is not net:
-            compiled = compile_module(net, self.compile, self.compile.dynamic)
-            self._compiled[id(net)] = compiled
-        return compiled
-
     def _policy_forward(self) -> NetworkForward:
-        """The policy's batched evaluation forward: through a compiled wrapper of the policy
-        net (symbolic batch sizes: evaluation batches vary) with ``compile.inference``,
-        unless the batch-invariant row-wise kernel is asked for (it takes precedence)."""
-        net = self.policy_net
-        if self.compile is not None and self.compile.inference and not self.batch_invariant:
-            if self._inference_net is None or self._inference_net._orig_mod is not net:
-                self._inference_net = compile_module(net, self.compile, dynamic=True)
-            net = self._inference_net
+        """The policy's batched evaluation forward (compiled with ``compile.inference``
+        unless the batch-invariant row-wise kernel is asked for: it takes precedence)."""
+        net = self.step.inference_forward_of(self.policy_net)
         return NetworkForward(net, self.device, self.batch_invariant)
 
     def _generator(self, iteration: int, player: int, purpose: int) -> np.random.Generator:
@@ -259,10 +213,7 @@ class DeepCFRTrainer:
             policy["loss/strategy"] = self.train_policy()
             policy["time/strategy_train_seconds"] = time.perf_counter() - start
         traversal = {f"traversal/{key}": value for key, value in totals.items()}
-        perf = self.amp.metrics()
-        if self.recompile_watch is not None:  # also catches recompiles of the last evaluation
-            self.recompile_watch.check()
-            perf["compile/recompiles"] = self.recompile_watch.recompiles
+        perf = self.step.metrics()
         return {
             **policy,
             **traversal,
@@ -322,7 +273,7 @@ class DeepCFRTrainer:
         self.advantage_nets[player] = net
         snapshots = self.iteration_advantage_nets[player]
         del snapshots[t - 1 :]  # a resumed run re-trains iteration t: keep one copy
-        snapshots.append({k: v.clone() for k, v in clean_state_dict(net).items()})
+        snapshots.append({k: v.clone() for k, v in self.step.weights(net).items()})
         self.sigma.set_network(player, net, regret_weight(t), t)
         return loss
 
@@ -361,16 +312,11 @@ class DeepCFRTrainer:
         self, net, optimizer, memory, t, steps, batch_size, generator, loss_fn, phase=""
     ) -> float:
         """The one training loop (advantage and policy phases): ``steps`` minibatch steps of
-        ``net`` (the plain module); returns the mean loss of the last 10% of steps.
-        ``phase`` names the loop to ``self.progress``, told every ~1% of the steps.
-
-        The forward runs through ``net``'s compiled wrapper with ``compile.trainer`` and
-        under autocast with an active AMP; the loss is fp32 either way. amp=off takes the
-        pre-AMP step op for op; an active AMP steps through ``MixedPrecision.step``
-        (scaler, unscale before clipping, non-finite losses skipped and counted, and left
-        out of the returned mean).
-        """
-        forward = self._training_forward(net)
+        ``net`` (the plain module); returns the mean loss of the last 10% of steps (losses
+        that an active AMP skipped as non-finite left out). ``phase`` names the loop to
+        ``self.progress``, told every ~1% of the steps. Each step is ``self.step``'s
+        (lostcities/perf/step.py: compile, autocast, scaler, clipping)."""
+        forward = self.step.forward_of(net)
         net.train()
         tail = []
         progress = self.progress
@@ -389,26 +335,15 @@ class DeepCFRTrainer:
             if self.symmetries is not None:
                 features, masks, targets = self._relabel(features, masks, targets, generator)
             weights = self._weights(iterations, t)
-            with self.amp.autocast():
-                out = forward(features)
-            loss = loss_fn(out, masks, targets, weights)
-            optimizer.zero_grad(set_to_none=True)
-            if self.amp.active:
-                self.amp.step(loss, optimizer, net.parameters(), self.optim.grad_clip)
-            else:  # amp=off: the pre-AMP step
-                loss.backward()
-                if self.optim.grad_clip > 0:
-                    torch.nn.utils.clip_grad_norm_(net.parameters(), self.optim.grad_clip)
-                optimizer.step()
+            loss = self.step(net, forward, optimizer, features, loss_fn, masks, targets, weights)
             if step >= steps - max(1, steps // 10):
                 tail.append(loss.item())
             if progress is not None and ((step + 1) % every == 0 or step + 1 == steps):
                 progress(phase, step + 1, steps)
         for group, base in zip(optimizer.param_groups, base_lrs, strict=True):
             group["lr"] = base  # a continued optimiser (continual policy) starts from base again
-        if self.recompile_watch is not None:
-            self.recompile_watch.check()
-        if self.amp.active:
+        self.step.check()
+        if self.step.skips_nonfinite:
             tail = [x for x in tail if math.isfinite(x)] or [float("nan")]
         return float(np.mean(tail))
 
@@ -445,18 +380,18 @@ class DeepCFRTrainer:
             "policy_trained_at": self.policy_trained_at,
             "policy_loss": self.policy_loss,
             "advantage_nets": [
-                None if n is None else clean_state_dict(n) for n in self.advantage_nets
+                None if n is None else self.step.weights(n) for n in self.advantage_nets
             ],
             "advantage_optimizers": [
                 None if o is None else o.state_dict() for o in self.advantage_optimizers
             ],
             "iteration_advantage_nets": self.iteration_advantage_nets,
-            "policy_net": clean_state_dict(self.policy_net),
+            "policy_net": self.step.weights(self.policy_net),
             "policy_optimizer": self.policy_optimizer.state_dict(),
             "advantage_memories": [m.state_dict() for m in self.advantage_memories],
             "strategy_memory": self.strategy_memory.state_dict(),
             "network": asdict(self.network_cfg),
-            "amp": self.amp.state_dict(),
+            "amp": self.step.state_dict(),
         }
 
     def agent_state(self) -> dict:
@@ -467,15 +402,15 @@ class DeepCFRTrainer:
         return {
             "iteration": self.iteration,
             "network": asdict(self.network_cfg),
-            "policy_net": clean_state_dict(self.policy_net),
+            "policy_net": self.step.weights(self.policy_net),
             "advantage_nets": [
-                None if n is None else clean_state_dict(n) for n in self.advantage_nets
+                None if n is None else self.step.weights(n) for n in self.advantage_nets
             ],
             "iteration_advantage_nets": self.iteration_advantage_nets,
         }
 
     def load_state_dict(self, state: dict) -> None:
-        self._compiled.clear()  # wrappers of the networks replaced below
+        self.step.forget_compiled()  # wrappers of the networks replaced below
         self.iteration = int(state["iteration"])
         self.policy_trained_at = int(state["policy_trained_at"])
         for player in (0, 1):
@@ -501,7 +436,7 @@ class DeepCFRTrainer:
         self.policy_net.eval()
         self.policy_forward = self._policy_forward()
         if "amp" in state:  # older checkpoints have none
-            self.amp.load_state_dict(state["amp"])
+            self.step.load_state_dict(state["amp"])
         for memory, saved in zip(self.advantage_memories, state["advantage_memories"], strict=True):
             memory.load_state_dict(saved)
         self.strategy_memory.load_state_dict(state["strategy_memory"])

@@ -44,7 +44,6 @@ from lostcities.cfr.policy import AdvantagePolicy
 from lostcities.cfr.traversal import TraversalId, TraversalResult, make_traverser, run_traversals
 from lostcities.config import DeterminismConfig, GameConfig, NetworkConfig, TraversalConfig
 
-EXECUTORS = ("inline", "processes")
 TASKS_PER_WORKER = 4  # automatic chunk size: about this many chunks per worker and call
 # ... and at most this many traversals: a Lost Cities rollout traversal sends ~0.35 MB of
 # samples back, and chunks that finish ahead of an earlier one wait in the trainer.

@@ -44,13 +44,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from lostcities.cfr._heuristic import heuristic_playouts as _heuristic_playouts
-from lostcities.cfr.initial import (
-    EXPLORE,
-    OPEN_POINTS,
-    RANK_VALUES,
-    lost_cities_heuristic_reference,
-)
+from lostcities.cfr.initial import EXPLORE, OPEN_POINTS, RANK_VALUES
 from lostcities.eval.agents import choose_actions
+from lostcities.reference.heuristic import lost_cities_heuristic_reference
 from lostcities.rng import Purpose, Stream, stream_key
 
 ROLLOUT_PLAYS = ("greedy", "sampled")

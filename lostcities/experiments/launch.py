@@ -14,6 +14,7 @@ seed first), so a busy neighbour hurts every arm alike.
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -87,6 +88,26 @@ def run_isolated_job(
         forwarder.attach(job.pid)
         code = job.wait()
     return IsolatedJob(code, forwarder.received[0] if forwarder.received else None)
+
+
+def run_sweep_job(cfg: ExperimentConfig, hydra_cfg, seed: int, tracking: TrackingConfig) -> int:
+    """An experiment's job of a multirun (``hydra_cfg``: Hydra's runtime config): its run in
+    a fresh process (:func:`run_isolated_job`). A job that fails or is interrupted stops
+    the sweep, its parent MLflow run ending FAILED or KILLED, with one line on stderr.
+    Returns the exit code for the sweep (0: go on with the next job)."""
+    sweep_dir = Path(hydra_cfg.sweep.dir)
+    job = run_isolated_job(
+        cfg, list(hydra_cfg.overrides.task), Path(hydra_cfg.runtime.output_dir), sweep_dir, seed
+    )
+    if job.interrupt is not None:  # the job printed its own line: where to resume it
+        stop_sweep(tracking, sweep_dir, "KILLED")
+        name = signal.Signals(job.interrupt).name
+        print(f"interrupted ({name}): sweep stopped in job {hydra_cfg.job.num}", file=sys.stderr)
+        return 128 + job.interrupt
+    if job.code != 0:
+        stop_sweep(tracking, sweep_dir, "FAILED")
+        print(f"error: experiment job {hydra_cfg.job.num} exited with {job.code}", file=sys.stderr)
+    return job.code
 
 
 def stop_sweep(tracking: TrackingConfig, sweep_dir: Path, status: str) -> None:

@@ -14,8 +14,6 @@ import numpy as np
 from lostcities.config import GameConfig
 from lostcities.games._state import GameState
 
-GAMES = ("lost_cities", "kuhn", "leduc")
-
 
 @dataclass(frozen=True)
 class GameSpec:
@@ -45,7 +43,7 @@ def make_game(cfg: GameConfig) -> GameSpec:
         from lostcities.games.leduc import LeducGame
 
         prototype = LeducGame.new().kernel
-    else:  # game.name and game.utility: validated by lostcities/config_checks.py
+    else:  # game.name is one of config.GAMES: checked at start-up (lostcities/config_checks.py)
         raise ValueError(f"unknown game {cfg.name!r}")
     return GameSpec(
         cfg.name,

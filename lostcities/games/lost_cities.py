@@ -8,7 +8,7 @@ encoding are documented in :mod:`lostcities.games.lost_cities_spec`. The
 kernel (``_lost_cities.pyx``) holds the state in C memory; this wrapper
 validates input, gives readable errors, and offers views (hands,
 expeditions, piles), scores, rendering and a compact serialisation.
-:mod:`lostcities.games.rules` is the slow reference with the same API.
+:mod:`lostcities.reference.lost_cities_rules` is the slow reference with the same API.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ class LostCitiesGame:
     # --- construction ----------------------------------------------------------
     @classmethod
     def from_seed(cls, seed: int, max_turns: int = spec.DEFAULT_MAX_TURNS) -> LostCitiesGame:
-        """A game dealt from ``seed`` (same deal as ``rules.RulesState.from_seed``)."""
+        """A game dealt from ``seed`` (same deal as ``lost_cities_rules.RulesState.from_seed``)."""
         kernel = LostCitiesState(_check_max_turns(max_turns))
         kernel.deal_seed(deal_key(seed))
         return cls(kernel)

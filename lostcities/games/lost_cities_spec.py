@@ -1,7 +1,7 @@
 """Lost Cities (classic, 2 players, 5 colors): card, action and encoding layout.
 
-Shared by the Cython kernel (``_lost_cities.pyx``), its wrapper
-(``lost_cities.py``), the pure-Python reference (``rules.py``) and the bots,
+Shared by the Cython kernel (``_lost_cities.pyx``), its wrapper (``lost_cities.py``),
+the pure-Python reference (``lostcities/reference/lost_cities_rules.py``) and the bots,
 so every implementation agrees on what an index means. Rules live in the
 implementations, not here.
 

@@ -13,13 +13,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lostcities.cfr.initial import (
-    INITIAL_STRATEGIES,
-    lost_cities_heuristic,
-    lost_cities_heuristic_reference,
-)
+from lostcities.cfr.initial import INITIAL_STRATEGIES, lost_cities_heuristic
 from lostcities.games import lost_cities_spec as spec
 from lostcities.games.lost_cities import LostCitiesGame
+from lostcities.reference.heuristic import lost_cities_heuristic_reference
 from lostcities.rng import Stream
 
 SEEDS = st.integers(min_value=0, max_value=2**63 - 1)

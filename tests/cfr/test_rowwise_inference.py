@@ -9,10 +9,11 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lostcities.cfr.inference import RowwiseMLP, rowwise_mlp_reference
+from lostcities.cfr.inference import RowwiseMLP
 from lostcities.cfr.networks import build_network
 from lostcities.config import NetworkConfig
 from lostcities.games.lost_cities import LostCitiesGame
+from lostcities.reference.rowwise import rowwise_mlp_reference
 
 # Entries of the random feature matrices: mostly zeros (both signs), ones, negatives and
 # arbitrary values, like the 0/1 indicators and small counts of the game encodings.

@@ -9,10 +9,11 @@ from hypothesis import strategies as st
 
 from lostcities.cfr._traverse import Traverser
 from lostcities.cfr.initial import lost_cities_heuristic
-from lostcities.cfr.traversal import PyTraverser, TraversalId, run_traversals
+from lostcities.cfr.traversal import TraversalId, run_traversals
 from lostcities.games.kuhn import KuhnGame
 from lostcities.games.leduc import LeducGame
 from lostcities.games.lost_cities import LostCitiesGame
+from lostcities.reference.traversal import PyTraverser
 
 
 class FixedPolicy:

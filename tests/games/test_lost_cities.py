@@ -19,7 +19,7 @@ from lostcities.games import lost_cities_spec as spec
 from lostcities.games._state import random_playouts
 from lostcities.games.kuhn import KuhnGame
 from lostcities.games.lost_cities import LostCitiesGame
-from lostcities.games.rules import RulesState, expedition_score
+from lostcities.reference.lost_cities_rules import RulesState, expedition_score
 from lostcities.rng import Stream
 
 SEEDS = st.integers(min_value=0, max_value=2**63 - 1)

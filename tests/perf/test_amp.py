@@ -287,7 +287,7 @@ def test_unscale_before_clipping_clips_the_true_gradient():
 
 def test_forced_amp_run_skips_an_injected_inf_and_continues(monkeypatch):
     trainer = make_trainer("kuhn")
-    trainer.amp = forced_fp16()
+    trainer.step.amp = forced_fp16()
     calls = []
 
     def sometimes_inf(pred, masks, targets, weights):
@@ -306,9 +306,9 @@ def test_forced_amp_run_skips_an_injected_inf_and_continues(monkeypatch):
     state = trainer.state_dict()["amp"]
     assert state["nonfinite_loss_count"] == 1 and state["scaler"]["scale"] > 0
     resumed = make_trainer("kuhn")
-    resumed.amp = forced_fp16(init_scale=2.0)
+    resumed.step.amp = forced_fp16(init_scale=2.0)
     resumed.load_state_dict(trainer.state_dict())
-    assert resumed.amp.metrics() == trainer.amp.metrics()
+    assert resumed.step.amp.metrics() == trainer.step.amp.metrics()
 
 
 def test_losses_are_computed_in_fp32_under_low_precision():

@@ -18,7 +18,7 @@ import torch
 from hydra import compose, initialize_config_module
 from omegaconf import OmegaConf
 
-import lostcities.cfr.trainer as trainer_module
+import lostcities.perf.step as step_module
 from lostcities.cfr.networks import build_network
 from lostcities.cfr.trainer import DeepCFRTrainer
 from lostcities.checkpoint import checkpoint_path, load_checkpoint
@@ -53,7 +53,7 @@ def typed(dict_cfg):
 def run(overrides: list[str], run_dir: Path) -> None:
     dict_cfg = compose_cfg(overrides)
     resolved = OmegaConf.to_container(dict_cfg, resolve=True)
-    train(typed(dict_cfg), run_dir, resolved, overrides, {"game": "test"})
+    train(typed(dict_cfg), run_dir, resolved, overrides)
 
 
 def read_metrics(run_dir: Path) -> list[dict]:
@@ -136,10 +136,10 @@ def test_batch_invariant_evaluation_takes_precedence_over_compile_inference():
         "compile.inference ignored: determinism's batch-invariant row-wise evaluation "
         "forward takes precedence"
     ]
-    assert trainer.policy_forward.rowwise is not None and trainer._inference_net is None
+    assert trainer.policy_forward.rowwise is not None and trainer.step._inference is None
     trainer, _ = compile_warnings(network, CompileConfig(trainer=False, inference=True))
-    assert trainer.policy_forward.net is trainer._inference_net
-    assert trainer._inference_net._orig_mod is trainer.policy_net
+    assert trainer.policy_forward.net is trainer.step._inference
+    assert trainer.step._inference._orig_mod is trainer.policy_net
     assert trainer.sigma.nets == [None, None]  # traversal forwards are never compiled
 
 
@@ -195,7 +195,7 @@ def test_too_many_recompiles_stop_the_run_with_one_line(fresh_dynamo, monkeypatc
     def eager_static(module, cfg, dynamic):
         return torch.compile(module, backend="eager", dynamic=False)
 
-    monkeypatch.setattr(trainer_module, "compile_module", eager_static)
+    monkeypatch.setattr(step_module, "compile_module", eager_static)
     trainer = kuhn_trainer(NetworkConfig(hidden=1024, layers=1), CompileConfig(max_recompiles=1))
     metrics = trainer.run_iteration()
     assert metrics["compile/recompiles"] == 1  # player 1's memory: another batch size
@@ -256,14 +256,14 @@ def test_resume_across_compile_on_and_off_both_ways(tmp_path, fresh_dynamo):
     checkpoint = checkpoint_path(tmp_path / "compiled" / "checkpoints", 2)
     assert_no_prefix(checkpoint)
     run([*KUHN_TINY, f"run.resume={checkpoint}"], tmp_path / "then_eager")
-    resumed = read_metrics(tmp_path / "then_eager")
+    resumed = read_metrics(tmp_path / "then_eager")[2:]  # after the resumed run's own rows
     assert not any(k.startswith("compile/") for k in resumed[0])
     close_rows(resumed, want[2:])
     # eager for two iterations, then resumed compiled (trainer and evaluation forward)
     checkpoint = checkpoint_path(straight / "checkpoints", 2)
     overrides = [*KUHN_TINY, "+compile=trainer", "compile.inference=true"]
     run([*overrides, f"run.resume={checkpoint}"], tmp_path / "then_compiled")
-    resumed = read_metrics(tmp_path / "then_compiled")
+    resumed = read_metrics(tmp_path / "then_compiled")[2:]
     assert "compile/recompiles" in resumed[0]
     close_rows(resumed, want[2:])
     assert_no_prefix(checkpoint_path(tmp_path / "then_compiled" / "checkpoints", 3))

@@ -23,7 +23,7 @@ def run(overrides: list[str], run_dir: Path) -> list[dict]:
     with initialize_config_module(config_module="lostcities.conf", version_base="1.3"):
         dict_cfg = compose("train", overrides=[*overrides, "tracking.enabled=false"])
     resolved = OmegaConf.to_container(dict_cfg, resolve=True)
-    train(OmegaConf.to_object(dict_cfg), run_dir, resolved, overrides, {})
+    train(OmegaConf.to_object(dict_cfg), run_dir, resolved, overrides)
     return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
 
 
