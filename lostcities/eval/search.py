@@ -44,12 +44,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from lostcities.cfr._heuristic import heuristic_playouts as _heuristic_playouts
-from lostcities.cfr.initial import (
-    EXPLORE,
-    OPEN_POINTS,
-    RANK_VALUES,
-    lost_cities_heuristic_reference,
-)
+from lostcities.cfr.initial import EXPLORE, OPEN_POINTS, RANK_VALUES
 from lostcities.eval.agents import choose_actions
 from lostcities.rng import Purpose, Stream, stream_key
 
@@ -219,7 +214,8 @@ def heuristic_playouts(
 ) -> np.ndarray:
     """Play each ``LostCitiesGame`` of ``games`` to its end in place (both seats on the
     heuristic; ``sampled`` draws from sigma_1 with the stream ``keys[i]``) and return
-    float64 (n,): ``viewers[i]``'s final score difference. C kernel; twin below."""
+    float64 (n,): ``viewers[i]``'s final score difference. C kernel; its pure-Python twin:
+    lostcities/reference/playouts.py."""
     if rollout_play not in ROLLOUT_PLAYS:
         raise ValueError(f"rollout_play must be one of {ROLLOUT_PLAYS}, got {rollout_play!r}")
     out = np.empty(len(games), dtype=np.float64)
@@ -232,29 +228,6 @@ def heuristic_playouts(
         _explore(rollout_play),
         float(OPEN_POINTS),
     )
-    return out
-
-
-def heuristic_playouts_reference(
-    states: Sequence, viewers: Sequence[int], keys: Sequence[int], rollout_play: str = "greedy"
-) -> np.ndarray:
-    """The pure-Python twin of :func:`heuristic_playouts` on ``rules.RulesState`` objects:
-    the numpy reference rule, ``Stream.choice`` for sampled play."""
-    out = np.empty(len(states), dtype=np.float64)
-    for i, (state, viewer, key) in enumerate(zip(states, viewers, keys, strict=True)):
-        stream = Stream(key)
-        while not state.is_terminal:
-            player = state.current_player
-            sigma = lost_cities_heuristic_reference(
-                np.array([player], dtype=np.int8),
-                state.encode(player)[None, :],
-                state.legal_mask()[None, :],
-            )[0]
-            if rollout_play == "sampled":
-                state.apply(stream.choice(sigma))
-            else:
-                state.apply(int(sigma.argmax()))
-        out[i] = state.returns()[viewer]
     return out
 
 

@@ -17,10 +17,10 @@ from lostcities.eval.search import (
     SearchConfig,
     agent_playouts,
     heuristic_playouts,
-    heuristic_playouts_reference,
 )
 from lostcities.games.lost_cities import LostCitiesGame
 from lostcities.games.rules import RulesState
+from lostcities.reference.playouts import heuristic_playouts_reference
 from lostcities.rng import Purpose, Stream, stream_key
 
 SEEDS = st.integers(min_value=0, max_value=2**63 - 1)

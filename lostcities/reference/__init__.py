@@ -1,0 +1,1 @@
+"""Pure-Python reference twins of the Cython kernels, used by tests and benchmarks only."""
