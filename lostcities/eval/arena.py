@@ -146,7 +146,7 @@ def pooled_paired_gain(
     pair per training seed, all with the same match seed).
 
     The games are the sampled unit, not the pairs of games: every pair shares game i's
-    deal and seat (and, in ``lostcities.evaluate``, sigma_1's very result), so the
+    deal and seat (and, in ``lostcities.cli.evaluate``, sigma_1's very result), so the
     differences of game i are averaged over the pairs first and the interval is over the
     games. Treating the len(pairs) x games differences as independent would make the
     interval up to sqrt(len(pairs)) too narrow. ``games`` is the number of games."""

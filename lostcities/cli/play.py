@@ -1,7 +1,7 @@
 """Play Lost Cities against a trained agent in the terminal.
 
-    python -m lostcities.play outputs/DAY/TIME_lost_cities/agent.pt [--agent sdcfr] [--search 64]
-        [--play sampled] [--seed N] [--seat 0]
+    python -m lostcities.cli.play outputs/DAY/TIME_lost_cities/agent.pt [--agent sdcfr]
+        [--search 64] [--play sampled] [--seed N] [--seat 0]
 
 Moves are typed by short names (case-insensitive) or by their number in the list shown:
     p R5     play the red 5 on your red expedition   (colors Y B W G R, wager 'w': p Bw)
@@ -25,10 +25,10 @@ from typing import TextIO
 
 import numpy as np
 
-from lostcities.arena import AGENT_CHOICES, load_agent
+from lostcities.cli.agent_options import AGENT_CHOICES, load_agent
+from lostcities.cli.search_options import add_search_arguments, search_config_from_args, searched
 from lostcities.eval.agents import PLAY_MODES, Agent, agent_probs, choose_actions
 from lostcities.eval.arena import arena_deal_seed
-from lostcities.eval.search import add_search_arguments, search_config_from_args, searched
 from lostcities.games import lost_cities_spec as spec
 from lostcities.games.lost_cities import LostCitiesGame
 from lostcities.rng import Stream, stream_key
@@ -345,7 +345,8 @@ def _new_cards(before: list[int], after: list[int]) -> list[int]:
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="python -m lostcities.play", description="Play Lost Cities against a trained agent."
+        prog="python -m lostcities.cli.play",
+        description="Play Lost Cities against a trained agent.",
     )
     parser.add_argument("path", metavar="AGENT_FILE", help="a run's agent.pt or a checkpoint")
     parser.add_argument(

@@ -1,14 +1,14 @@
 """Match two Lost Cities players, baseline bots or trained agents, and print a summary.
 
-python -m lostcities.arena cautious random --games 400 --seed 0
-python -m lostcities.arena outputs/DAY/TIME_lost_cities/agent.pt cautious --agent sdcfr
-python -m lostcities.arena outputs/DAY/TIME_lost_cities/agent.pt committer --search 64
+python -m lostcities.cli.arena cautious random --games 400 --seed 0
+python -m lostcities.cli.arena outputs/DAY/TIME_lost_cities/agent.pt cautious --agent sdcfr
+python -m lostcities.cli.arena outputs/DAY/TIME_lost_cities/agent.pt committer --search 64
 
 A player is a bot name or the path of a run's agent file (or a training checkpoint);
 a file plays its ``--agent`` kind (default: single Deep CFR when the file has the
 per-iteration nets, else the current strategy), moves chosen ``--play`` greedy or sampled,
 or with ``--search K`` through play-time search over that agent (lostcities/eval/search.py;
-the ``--search-*`` options as in lostcities.evaluate).
+the ``--search-*`` options as in lostcities.cli.evaluate).
 """
 
 from __future__ import annotations
@@ -21,38 +21,17 @@ from pathlib import Path
 
 import numpy as np
 
-from lostcities.eval.agents import (
-    PLAY_MODES,
-    Agent,
-    agent_probs,
-    agents_from_checkpoint,
-    choose_actions,
-)
+from lostcities.cli.agent_options import AGENT_CHOICES, load_agent
+from lostcities.cli.search_options import add_search_arguments, search_config_from_args, searched
+from lostcities.eval.agents import PLAY_MODES, Agent, agent_probs, choose_actions
 from lostcities.eval.arena import MatchResult, play_match
 from lostcities.eval.opponents import BOT_NAMES, Bot, make_bot
-from lostcities.eval.search import add_search_arguments, search_config_from_args, searched
 from lostcities.games.lost_cities import LostCitiesGame
 from lostcities.games.lost_cities_spec import DEFAULT_MAX_TURNS
 from lostcities.rng import Stream, stream_key
 
-AGENT_CHOICES = ("sdcfr", "current", "policy")
 # Fourth word of an agent player's choice-stream key: apart from bot and deal streams.
 AGENT_STREAM = 0xA6E
-
-
-def load_agent(path: str | Path, kind: str | None, seed: int) -> Agent:
-    """The agent of ``kind`` in an agent file or checkpoint; ``None`` picks the best the file
-    holds: single Deep CFR (the average strategy, no distillation error) when it has the
-    per-iteration nets, else the current strategy. Raises ValueError (a one-line message
-    naming the file) or OSError."""
-    if kind is not None:
-        return agents_from_checkpoint(path, [kind], seed)[kind]
-    try:
-        return agents_from_checkpoint(path, ["sdcfr"], seed)["sdcfr"]
-    except ValueError:
-        # No per-iteration nets (an older file), or no usable file at all: the second load
-        # either succeeds or raises the error that applies to every kind.
-        return agents_from_checkpoint(path, ["current"], seed)["current"]
 
 
 class AgentBot:
@@ -87,7 +66,7 @@ class AgentBot:
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="python -m lostcities.arena", description="Match two Lost Cities players."
+        prog="python -m lostcities.cli.arena", description="Match two Lost Cities players."
     )
     player = f"a bot ({', '.join(BOT_NAMES)}) or an agent file / checkpoint"
     parser.add_argument("player_a", metavar="A", help=player)
