@@ -31,8 +31,8 @@ import torch
 
 from lostcities.cli.search_options import add_search_arguments, search_config_from_args
 from lostcities.eval.agents import AGENT_KINDS, PLAY_MODES, agents_from_checkpoint
-from lostcities.eval.arena import paired_gain, pooled_paired_gain
-from lostcities.eval.evaluate import play_agent_match
+from lostcities.eval.evaluators import evaluation_match
+from lostcities.eval.match import paired_gain, pooled_paired_gain
 from lostcities.eval.opponents import BOT_NAMES
 from lostcities.eval.search import SearchAgent
 
@@ -97,7 +97,7 @@ def evaluate_checkpoint(path: str, kinds: Sequence[str], args: argparse.Namespac
                 agent, mode = agents[kind], play
                 if play == "search":
                     agent, mode = SearchAgent(agent, args.search_config), "greedy"
-                match = play_agent_match(
+                match = evaluation_match(
                     agent, bot, args.games, args.seed, args.batch_size, play=mode
                 ).result
                 per_move = 1000 * agent.seconds / agent.decisions if play == "search" else None

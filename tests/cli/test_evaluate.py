@@ -8,7 +8,7 @@ import json
 import pytest
 
 from lostcities.cli import evaluate as evaluate_cli
-from lostcities.eval.arena import MatchResult
+from lostcities.eval.match import MatchResult
 
 
 def result(diffs: list[int]) -> MatchResult:

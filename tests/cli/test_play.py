@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from lostcities.cli.play import Move, main, move_action, move_name, parse_move, why_illegal
-from lostcities.eval.arena import arena_deal_seed
+from lostcities.eval.match import arena_deal_seed
 from lostcities.games import lost_cities_spec as spec
 from lostcities.games.lost_cities import LostCitiesGame
 
