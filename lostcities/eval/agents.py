@@ -39,11 +39,10 @@ import torch
 from lostcities.cfr.initial import make_initial_strategy
 from lostcities.cfr.networks import build_network
 from lostcities.cfr.policy import NetworkForward, iteration_strategies, masked_softmax
-from lostcities.config import NetworkConfig, TraversalConfig
+from lostcities.config import EVAL_AGENTS, PLAY_MODES, NetworkConfig, TraversalConfig
 from lostcities.rng import stream_key
 
-AGENT_KINDS = ("policy", "current", "sdcfr", "sigma1")
-PLAY_MODES = ("sampled", "greedy")
+AGENT_KINDS = (*EVAL_AGENTS, "sigma1")  # sigma1: the paired baseline, never the run's agent
 
 # Fourth word of the key of single Deep CFR's per-game iteration draw: apart from the
 # evaluation's deal, bot and choice streams of the same match seed.

@@ -46,7 +46,6 @@ import numpy as np
 from lostcities.cfr._heuristic import heuristic_playouts as _heuristic_playouts
 from lostcities.cfr.initial import EXPLORE, OPEN_POINTS, RANK_VALUES
 from lostcities.eval.agents import choose_actions
-from lostcities.reference.heuristic import lost_cities_heuristic_reference
 from lostcities.rng import Purpose, Stream, stream_key
 
 ROLLOUT_PLAYS = ("greedy", "sampled")
@@ -63,9 +62,11 @@ class SearchConfig:
     candidates: int = 5
     """Candidates per decision: the blueprint's most probable legal actions (0: all legal
     actions). The kept move (``keep``) is always one of them (``margin``). Five measured
-    better than all (experiments/lost_cities_default/README.md, 2026-12-05 tenth session):
-    fewer candidates are fewer chances to pick one for its playout noise, and the ranking
-    is where a trained blueprint's regrets enter the search."""
+    better than all (2026-12-05, ``--search 64 --search-candidates N --bots
+    cautious,committer --games 200 --seed 777`` over three seeds' single Deep CFR:
+    experiments/lost_cities_default/README.md): fewer candidates are fewer chances to pick
+    one for its playout noise, and the ranking is where a trained blueprint's regrets enter
+    the search."""
     rank: str = "probability"
     """What orders the candidates: the blueprint's probabilities (ties: the lower index),
     or, for a blueprint that plays regret matching (single Deep CFR, current), ``regret``:
@@ -124,88 +125,6 @@ class SearchConfig:
             raise ValueError(f"value_blend must be in [0, 1), got {self.value_blend}")
 
 
-def add_search_arguments(parser) -> None:
-    """The ``--search K`` and ``--search-*`` options of the commands that play agents
-    (lostcities.evaluate, .arena, .play); :func:`search_config_from_args` reads them."""
-    group = parser.add_argument_group("play-time search (lostcities/eval/search.py)")
-    group.add_argument(
-        "--search", type=int, default=0, metavar="K", help="redeals per decision (0: no search)"
-    )
-    group.add_argument(
-        "--search-candidates",
-        type=int,
-        default=SearchConfig.candidates,
-        metavar="N",
-        help=f"the agent's N most probable moves (default {SearchConfig.candidates}; 0: all)",
-    )
-    group.add_argument(
-        "--search-rank",
-        default=SearchConfig.rank,
-        choices=RANK_RULES,
-        help="what orders the agent's moves: its probabilities, or regret matching's input "
-        "(sdcfr, current; orders the moves of probability 0 too)",
-    )
-    group.add_argument("--search-margin", type=float, default=SearchConfig.margin, metavar="Z")
-    group.add_argument(
-        "--search-keep",
-        default=SearchConfig.keep,
-        choices=KEEP_RULES,
-        help="the move played unless another is clearly better: the agent's most probable "
-        "(greedy) or one sampled from it",
-    )
-    group.add_argument("--search-rollout", default=SearchConfig.rollout, choices=ROLLOUT_POLICIES)
-    group.add_argument(
-        "--search-rollout-play", default=SearchConfig.rollout_play, choices=ROLLOUT_PLAYS
-    )
-    group.add_argument(
-        "--search-blueprint-plies", type=int, default=SearchConfig.blueprint_plies, metavar="P"
-    )
-    group.add_argument(
-        "--search-value-blend",
-        type=float,
-        default=SearchConfig.value_blend,
-        metavar="LAMBDA",
-        help="weight in [0, 1) of the agent's learned advantages (sdcfr only) beside its "
-        "playout mean in each move's value (default 0: playouts alone)",
-    )
-
-
-def search_config_from_args(args, seed: int) -> SearchConfig | None:
-    """The SearchConfig of parsed :func:`add_search_arguments` options (None: ``--search``
-    0), its streams keyed by ``seed``. Raises ValueError naming the option at fault."""
-    if args.search < 0:
-        raise ValueError(f"--search must be >= 0, got {args.search}")
-    if not args.search:
-        return None
-    try:
-        return SearchConfig(
-            determinizations=args.search,
-            candidates=args.search_candidates,
-            rank=args.search_rank,
-            margin=args.search_margin,
-            keep=args.search_keep,
-            rollout=args.search_rollout,
-            rollout_play=args.search_rollout_play,
-            blueprint_plies=args.search_blueprint_plies,
-            value_blend=args.search_value_blend,
-            seed=seed,
-        )
-    except ValueError as e:
-        raise ValueError(f"--search: {e}") from None
-
-
-def searched(agent, config: SearchConfig):
-    """``agent`` played through the search of ``config``. Raises ValueError where
-    ``--search-value-blend`` asks for learned advantages the agent does not have (only
-    lostcities.evaluate searches sigma_1 with a blend, as the baseline it is)."""
-    if config.value_blend > 0 and not hasattr(agent, "advantages"):
-        raise ValueError(
-            f"--search-value-blend: agent {agent.name!r} has no learned advantages to blend "
-            "(single Deep CFR, --agent sdcfr, has)"
-        )
-    return SearchAgent(agent, config)
-
-
 def _explore(rollout_play: str) -> float:
     return EXPLORE if rollout_play == "sampled" else 0.0
 
@@ -215,7 +134,8 @@ def heuristic_playouts(
 ) -> np.ndarray:
     """Play each ``LostCitiesGame`` of ``games`` to its end in place (both seats on the
     heuristic; ``sampled`` draws from sigma_1 with the stream ``keys[i]``) and return
-    float64 (n,): ``viewers[i]``'s final score difference. C kernel; twin below."""
+    float64 (n,): ``viewers[i]``'s final score difference. C kernel; its pure-Python twin:
+    lostcities/reference/playouts.py."""
     if rollout_play not in ROLLOUT_PLAYS:
         raise ValueError(f"rollout_play must be one of {ROLLOUT_PLAYS}, got {rollout_play!r}")
     out = np.empty(len(games), dtype=np.float64)
@@ -228,29 +148,6 @@ def heuristic_playouts(
         _explore(rollout_play),
         float(OPEN_POINTS),
     )
-    return out
-
-
-def heuristic_playouts_reference(
-    states: Sequence, viewers: Sequence[int], keys: Sequence[int], rollout_play: str = "greedy"
-) -> np.ndarray:
-    """The pure-Python twin of :func:`heuristic_playouts` on ``rules.RulesState`` objects:
-    the numpy reference rule, ``Stream.choice`` for sampled play."""
-    out = np.empty(len(states), dtype=np.float64)
-    for i, (state, viewer, key) in enumerate(zip(states, viewers, keys, strict=True)):
-        stream = Stream(key)
-        while not state.is_terminal:
-            player = state.current_player
-            sigma = lost_cities_heuristic_reference(
-                np.array([player], dtype=np.int8),
-                state.encode(player)[None, :],
-                state.legal_mask()[None, :],
-            )[0]
-            if rollout_play == "sampled":
-                state.apply(stream.choice(sigma))
-            else:
-                state.apply(int(sigma.argmax()))
-        out[i] = state.returns()[viewer]
     return out
 
 

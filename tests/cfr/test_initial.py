@@ -7,7 +7,7 @@ import pytest
 
 from lostcities.cfr.initial import EXPLORE, lost_cities_heuristic, make_initial_strategy, uniform
 from lostcities.eval.agents import StrategyAgent
-from lostcities.eval.evaluate import play_agent_match
+from lostcities.eval.evaluators import evaluation_match
 from lostcities.games.lost_cities import LostCitiesGame
 from lostcities.rng import Stream
 
@@ -43,7 +43,7 @@ def test_heuristic_mostly_follows_one_action():
 
 def test_heuristic_beats_random_and_scores_above_zero():
     agent = StrategyAgent("sigma1", lost_cities_heuristic)
-    match = play_agent_match(agent, "random", games=60, seed=3, batch_size=60)
+    match = evaluation_match(agent, "random", games=60, seed=3, batch_size=60)
     assert match.result.win_rate_ci()[0] > 0.8
     assert np.mean(match.result.scores_a) > 0
 

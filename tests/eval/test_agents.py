@@ -1,61 +1,22 @@
-"""Agents of a trained run, paired evaluation against sigma_1, and the evaluate command."""
+"""Agents of a trained run: kinds, play modes, checkpoints and agent files."""
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pytest
-from conftest import LOST_CITIES_TINY, train_run
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lostcities import evaluate as evaluate_cli
 from lostcities.cfr.initial import lost_cities_heuristic
 from lostcities.checkpoint import load_checkpoint, save_checkpoint
 from lostcities.eval.agents import (
     SingleDeepCFRAgent,
-    StrategyAgent,
     agents_from_checkpoint,
     choose_actions,
 )
-from lostcities.eval.arena import MatchResult, paired_gain, pooled_paired_gain
-from lostcities.eval.evaluate import play_agent_match
 from lostcities.eval.opponents import make_bot
 from lostcities.games.lost_cities import LostCitiesGame
 from lostcities.rng import Stream
-
-
-def result(diffs: list[int]) -> MatchResult:
-    return MatchResult("a", "b", tuple(diffs), tuple(0 for _ in diffs), 0)
-
-
-def test_paired_gain_counts_wins_draws_and_scores_game_by_game():
-    agent, base = result([10, 0, -5, 3]), result([5, -2, -5, -1])
-    gain = paired_gain(agent, base)
-    # win points: agent 1, .5, 0, 1 ; base 1, 0, 0, 0 -> differences 0, .5, 0, 1
-    assert gain.win_rate == pytest.approx(0.375)
-    assert gain.score_diff == pytest.approx((5 + 2 + 0 + 4) / 4)
-    assert gain.win_rate_ci[0] < gain.win_rate < gain.win_rate_ci[1]
-    same = paired_gain(agent, agent)
-    assert same.win_rate == 0 and same.win_rate_ci == (0.0, 0.0)
-    pooled = pooled_paired_gain([(agent, base), (agent, agent)])
-    assert pooled.games == 4 and pooled.win_rate == pytest.approx(0.375 / 2)
-    with pytest.raises(ValueError, match="same games"):
-        paired_gain(agent, result([1, 2]))
-    with pytest.raises(ValueError, match="same games"):
-        pooled_paired_gain([(agent, base), (result([1, 2]), result([1, 2]))])
-
-
-def test_pooled_gain_takes_the_games_not_the_pairs_as_the_sampled_unit():
-    # Three seeds that played the same 4 games identically carry no more information than
-    # one: the pooled interval must not shrink by sqrt(3) (it did when pairs were pooled).
-    agent, base = result([10, 0, -5, 3]), result([5, -2, -5, -1])
-    one = paired_gain(agent, base)
-    three = pooled_paired_gain([(agent, base)] * 3)
-    assert three.games == 4
-    assert three.win_rate_ci == pytest.approx(one.win_rate_ci)
-    assert three.score_diff_ci == pytest.approx(one.score_diff_ci)
 
 
 def test_choose_actions_greedy_takes_the_most_probable_legal_action():
@@ -164,15 +125,6 @@ def test_sigma1_bots_play_the_initial_strategy():
         game.apply(greedy.act(game))
 
 
-def test_agent_matches_pair_up_on_deals_seats_and_bot_seeds():
-    sigma1 = StrategyAgent("sigma1", lost_cities_heuristic)
-    a = play_agent_match(sigma1, "cautious", games=16, seed=5, batch_size=16, play="greedy")
-    b = play_agent_match(sigma1, "cautious", games=16, seed=5, batch_size=5, play="greedy")
-    assert a.result == b.result  # batching is not part of the pairing
-    gain = paired_gain(a.result, b.result)
-    assert gain.win_rate == 0 and gain.score_diff == 0
-
-
 def test_checkpoint_agents(lost_cities_checkpoint):
     agents = agents_from_checkpoint(lost_cities_checkpoint, seed=1)
     assert set(agents) == {"policy", "current", "sdcfr", "sigma1"}
@@ -218,90 +170,3 @@ def test_checkpoint_agents_reject_a_checkpoint_without_iteration_nets(
     assert set(agents_from_checkpoint(old, ["policy", "current"])) == {"policy", "current"}
     with pytest.raises(ValueError, match="sdcfr is unavailable"):
         agents_from_checkpoint(old, ["sdcfr"])
-
-
-def test_in_run_evaluation_logs_the_paired_gain_over_sigma1(tmp_path):
-    """A warm start so large that sigma's argmax is sigma_1's: greedy play of the current
-    strategy is then sigma_1 itself, so the paired gain must be exactly zero."""
-    overrides = [
-        *LOST_CITIES_TINY,
-        "run.iterations=1",
-        "traversal.warm_start=1e9",
-        "eval.agent=current",
-        "eval.play=greedy",
-    ]
-    final = train_run(overrides, tmp_path)[-1]
-    assert final["eval/cautious/gain_win_rate"] == 0
-    assert final["eval/cautious/gain_score_diff"] == 0
-    assert final["eval/cautious/win_rate0"] == final["eval/cautious/sigma1_win_rate"]
-
-
-def test_leduc_single_deep_cfr_exploitability_is_logged(tmp_path):
-    """After one iteration single Deep CFR's mixture is sigma_2 alone: the current strategy."""
-    overrides = [
-        "game=leduc",
-        "run.iterations=1",
-        "eval.every=1",
-        "traversal.traversals_per_player=50",
-        "optim.advantage_steps=20",
-        "optim.strategy_steps=20",
-        "run.progress=false",
-        "tracking.enabled=false",
-    ]
-    final = train_run(overrides, tmp_path)[-1]
-    assert final["eval/sdcfr_exploitability"] == pytest.approx(
-        final["eval/current_exploitability"], abs=1e-9
-    )
-
-
-def test_evaluate_command_reports_every_row(lost_cities_checkpoint, tmp_path, capsys):
-    out = tmp_path / "report.json"
-    path = str(lost_cities_checkpoint)
-    argv = [path, path, "--games", "8", "--bots", "cautious", "--json", str(out)]
-    assert evaluate_cli.main(argv) == 0
-    table = capsys.readouterr().out
-    assert "2 checkpoint(s), 8 games per bot" in table
-    rows = json.loads(out.read_text())["rows"]
-    assert {(r["agent"], r["play"]) for r in rows} == {
-        (a, p) for a in ("policy", "current", "sdcfr") for p in ("greedy", "sampled")
-    }
-    assert all(len(r["win_rate"]) == 2 for r in rows)
-
-
-def test_evaluate_command_searches_agents_and_sigma1_alike(
-    lost_cities_checkpoint, tmp_path, capsys
-):
-    out = tmp_path / "report.json"
-    path = str(lost_cities_checkpoint)
-    argv = [path, "--games", "4", "--bots", "cautious", "--agents", "sdcfr", "--search", "3"]
-    options = ["--search-keep", "sampled", "--search-rank", "regret", "--json", str(out)]
-    assert evaluate_cli.main([*argv, *options]) == 0
-    table = capsys.readouterr().out
-    assert "ms/move" in table and "determinizations=3" in table and "keep='sampled'" in table
-    assert "rank='regret'" in table
-    (row,) = json.loads(out.read_text())["rows"]
-    assert (row["agent"], row["play"], row["bot"]) == ("sdcfr", "search", "cautious")
-    assert len(row["search_ms_per_move"]) == 1 and row["search_ms_per_move"][0] > 0
-    with pytest.raises(SystemExit, match="2"):
-        evaluate_cli.main([path, "--search", "2", "--search-candidates", "-1"])
-
-
-def test_evaluate_command_rejects_bad_input(lost_cities_checkpoint, tmp_path, capsys):
-    with pytest.raises(SystemExit, match="--agents takes names from"):
-        evaluate_cli.main([str(lost_cities_checkpoint), "--agents", "policy,clever"])
-    assert evaluate_cli.main([str(tmp_path / "missing.pt")]) == 2
-    assert "missing.pt" in capsys.readouterr().err
-
-
-def test_evaluate_pairs_every_checkpoint_with_the_one_sigma1_it_shares():
-    agent, base = result([3, -1]), result([1, 1])
-    key = ("sdcfr", "greedy", "cautious")
-    baseline = {
-        "initial_strategy": "lost_cities_heuristic",
-        ("sigma1", "greedy", "cautious"): (base, None),
-    }
-    same = {"initial_strategy": "lost_cities_heuristic", key: (agent, None)}
-    assert evaluate_cli.pair_with_baseline([same], baseline) == [{key: (agent, base, None)}]
-    other = {"initial_strategy": "uniform", key: (agent, None)}
-    with pytest.raises(ValueError, match="different initial strategies"):
-        evaluate_cli.pair_with_baseline([same, other], baseline)

@@ -6,7 +6,7 @@ import itertools
 
 import pytest
 
-from lostcities.eval.arena import arena_deal_seed, play_game, play_match
+from lostcities.eval.match import MatchResult, play_games, play_match
 from lostcities.eval.opponents import (
     BOT_NAMES,
     Bot,
@@ -16,8 +16,15 @@ from lostcities.eval.opponents import (
     make_bot,
     skipped,
 )
+from lostcities.eval.players import BotPlayer
 from lostcities.games.lost_cities_spec import INITIAL_DRAW_PILE, NUM_CARDS
 from lostcities.rng import Stream
+
+
+def match(bot_a: Bot, bot_b: Bot, games: int, seed: int) -> MatchResult:
+    """A match between two bots, each with one stream for the whole match."""
+    return play_match(BotPlayer.shared(bot_a), BotPlayer.shared(bot_b), games, seed).result
+
 
 HEURISTIC = ("eager", "cautious", "committer")
 
@@ -54,7 +61,7 @@ def test_unknown_bot_is_a_one_line_error_naming_the_bots() -> None:
 @pytest.mark.parametrize("name", BOT_NAMES)
 def test_bot_is_deterministic_given_its_seed(name: str) -> None:
     def run(seed: int) -> tuple[int, ...]:
-        return play_match(make_bot(name, seed), make_bot("random", 9), games=6, seed=3).scores_a
+        return match(make_bot(name, seed), make_bot("random", 9), games=6, seed=3).scores_a
 
     assert run(4) == run(4)
 
@@ -62,18 +69,18 @@ def test_bot_is_deterministic_given_its_seed(name: str) -> None:
 def test_random_bot_seed_matters() -> None:
     actions = []
     for seed in (1, 2):
-        game = play_game((make_bot("random", seed), make_bot("random", 0)), 5, 1000)
+        bots = BotPlayer.shared(make_bot("random", seed)), BotPlayer.shared(make_bot("random", 0))
+        (game,) = play_games(*bots, [0], 5, 1000)
         actions.append(game.to_bytes())
     assert actions[0] != actions[1]
 
 
 def test_bots_only_take_legal_actions_and_never_ping_pong() -> None:
-    # play_game applies every action through LostCitiesGame.apply, which raises
+    # play_games applies every action through LostCitiesGame.apply, which raises
     # on an illegal one; 25 pairings x 12 games, both seats.
     for (i, a), (j, b) in itertools.product(enumerate(BOT_NAMES), repeat=2):
-        bots = (make_bot(a, 10 + i), make_bot(b, 20 + j))
-        for k in range(12):
-            game = play_game(bots, arena_deal_seed(7, k), max_turns=1000)
+        bots = BotPlayer.shared(make_bot(a, 10 + i)), BotPlayer.shared(make_bot(b, 20 + j))
+        for k, game in enumerate(play_games(*bots, range(12), 7, max_turns=1000)):
             assert game.is_terminal and not game.capped, (a, b, k)
             if "random" not in (a, b):
                 assert game.turns <= TURN_BOUND, (a, b, k, game.turns)
@@ -81,19 +88,19 @@ def test_bots_only_take_legal_actions_and_never_ping_pong() -> None:
 
 @pytest.mark.parametrize("opponent", ["random", "eager", "cautious", "committer"])
 def test_discard_only_scores_exactly_zero(opponent: str) -> None:
-    result = play_match(make_bot("discard_only", 1), make_bot(opponent, 2), games=60, seed=5)
+    result = match(make_bot("discard_only", 1), make_bot(opponent, 2), games=60, seed=5)
     assert set(result.scores_a) == {0}
 
 
 @pytest.mark.parametrize("name", HEURISTIC)
 def test_heuristic_bot_clearly_beats_random(name: str) -> None:
-    result = play_match(make_bot(name, 1), make_bot("random", 2), games=150, seed=11)
+    result = match(make_bot(name, 1), make_bot("random", 2), games=150, seed=11)
     assert result.win_rate_ci()[0] > 0.5
     assert result.capped == 0
 
 
 def test_no_bot_game_hits_the_turn_cap() -> None:
-    result = play_match(make_bot("random", 3), make_bot("random", 4), games=300, seed=2)
+    result = match(make_bot("random", 3), make_bot("random", 4), games=300, seed=2)
     assert result.capped == 0
 
 

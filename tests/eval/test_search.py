@@ -10,17 +10,17 @@ from hypothesis import strategies as st
 
 from lostcities.cfr.initial import make_initial_strategy
 from lostcities.eval.agents import StrategyAgent
-from lostcities.eval.evaluate import play_agent_match
+from lostcities.eval.evaluators import evaluation_match
 from lostcities.eval.search import (
     RANK_RULES,
     SearchAgent,
     SearchConfig,
     agent_playouts,
     heuristic_playouts,
-    heuristic_playouts_reference,
 )
 from lostcities.games.lost_cities import LostCitiesGame
-from lostcities.games.rules import RulesState
+from lostcities.reference.lost_cities_rules import RulesState
+from lostcities.reference.playouts import heuristic_playouts_reference
 from lostcities.rng import Purpose, Stream, stream_key
 
 SEEDS = st.integers(min_value=0, max_value=2**63 - 1)
@@ -167,8 +167,8 @@ def test_search_improves_on_its_heuristic_against_the_same_heuristic():
     search = SearchAgent(
         sigma1_agent(), SearchConfig(determinizations=24, candidates=0, margin=0.0)
     )  # heuristic playouts, every legal move
-    searched = play_agent_match(search, "sigma1_greedy", games, 5, 24, play="greedy").result
-    plain = play_agent_match(sigma1_agent(), "sigma1_greedy", games, 5, 24, play="greedy").result
+    searched = evaluation_match(search, "sigma1_greedy", games, 5, 24, play="greedy").result
+    plain = evaluation_match(sigma1_agent(), "sigma1_greedy", games, 5, 24, play="greedy").result
     assert searched.mean_diff() > plain.mean_diff()
 
 

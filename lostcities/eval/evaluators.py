@@ -1,30 +1,28 @@
-"""Evaluating learned strategies.
+"""The training run's evaluators (``evaluate(trainer) -> {metric: value}``), and the
+evaluation's games.
 
 Small games: exact exploitability (NashConv and exploitability = NashConv / 2,
-in chips) of the policy network and of the current regret-matching policy.
+in chips) of the policy network, the current regret-matching policy and single Deep CFR.
 Lost Cities: the run's agent (policy network, current strategy or single Deep
 CFR; sampled or greedy) plays each configured bot over a fixed set of deals
-(seats alternate), with forward passes batched across the games in flight; win
-rate with a 95% Wilson interval, mean score difference, the agent's play
-statistics, and its paired gain over sigma_1 played the same way on the same
-games.
+(seats alternate), with forward passes batched across the games in flight
+(lostcities/eval/match.py); win rate with a 95% Wilson interval, mean score difference,
+the agent's play statistics, and its paired gain over sigma_1 played the same way on the
+same games. ``python -m lostcities.cli.evaluate`` plays the same games from checkpoints.
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 import numpy as np
 
 from lostcities.cfr.exploitability import GameTree
 from lostcities.cfr.policy import iteration_strategies
 from lostcities.config import EvalConfig
-from lostcities.eval.agents import Agent, agent_probs, choose_actions, trainer_agent
-from lostcities.eval.arena import MatchResult, arena_deal_seed, paired_gain
-from lostcities.eval.opponents import make_bot
+from lostcities.eval.agents import Agent, trainer_agent
+from lostcities.eval.match import MatchResult, PlayedMatch, paired_gain, play_match
+from lostcities.eval.players import AgentPlayer, BotPlayer
 from lostcities.games import lost_cities_spec as spec
-from lostcities.games.lost_cities import LostCitiesGame
-from lostcities.rng import Purpose, Stream, stream_key
+from lostcities.rng import Purpose, stream_key
 
 
 class SmallGameEvaluator:
@@ -76,15 +74,7 @@ class SmallGameEvaluator:
         return lambda features, masks: strategy(self.players, features, masks)
 
 
-@dataclass
-class NetworkMatch:
-    result: MatchResult
-    colors_opened: float  # mean expeditions started per game by the network
-    cards_per_color: float  # mean cards on an opened expedition
-    score_per_color: float  # mean score of an opened expedition
-
-
-def play_agent_match(
+def evaluation_match(
     agent: Agent,
     bot_name: str,
     games: int,
@@ -92,61 +82,18 @@ def play_agent_match(
     batch_size: int,
     max_turns: int = spec.DEFAULT_MAX_TURNS,
     play: str = "sampled",
-) -> NetworkMatch:
+) -> PlayedMatch:
     """``agent`` against ``bot_name``, its rows turned into actions by ``play`` (``sampled``
-    or ``greedy``, see agents.choose_actions).
+    or ``greedy``, see agents.choose_actions), ``batch_size`` games in flight.
 
-    Game i uses deal ``arena_deal_seed(seed, i)`` with the agent in seat i % 2, the bot's
-    stream and the agent's choice stream keyed by (seed, i): every agent evaluated with the
+    Game i uses deal ``arena_deal_seed(seed, i)`` with the agent in seat i % 2, a bot of its
+    own and the agent's choice stream keyed by (seed, i): every agent evaluated with the
     same seed plays the same deals, seats and bot seeds, so two agents' results pair up
-    game by game (arena.paired_gain).
+    game by game (match.paired_gain).
     """
-    scores_net, scores_bot, capped = [0] * games, [0] * games, 0
-    opened, cards, color_scores = 0, 0, 0
-    for first in range(0, games, batch_size):
-        indices = range(first, min(games, first + batch_size))
-        tables = {i: LostCitiesGame.from_seed(arena_deal_seed(seed, i), max_turns) for i in indices}
-        bots = {
-            i: make_bot(bot_name, stream_key(seed, i, 1, 0, Purpose.EVALUATION)) for i in indices
-        }
-        choices = {i: Stream(stream_key(seed, i, 2, 0, Purpose.EVALUATION)) for i in indices}
-        live = set(indices)
-        while live:
-            net_turn = []
-            for i in sorted(live):
-                game = tables[i]
-                # Bots move until the agent's seat is to act (or the game ends).
-                while not game.is_terminal and game.current_player != i % 2:
-                    game.apply(bots[i].act(game))
-                if game.is_terminal:
-                    live.discard(i)
-                else:
-                    net_turn.append(i)
-            if not net_turn:
-                break
-            features = np.stack([tables[i].encode(i % 2) for i in net_turn])
-            masks = np.stack([tables[i].legal_mask() for i in net_turn])
-            players = np.array([i % 2 for i in net_turn], dtype=np.int8)
-            # one batched call for all games in flight: (n, A)
-            states = [tables[i] for i in net_turn]
-            probs = agent_probs(agent, np.array(net_turn), players, features, masks, states)
-            actions = choose_actions(probs, masks, play, [choices[i] for i in net_turn])
-            for i, action in zip(net_turn, actions, strict=True):
-                tables[i].apply(action)
-        for i in indices:
-            game, seat = tables[i], i % 2
-            scores_net[i], scores_bot[i] = game.scores()[seat], game.scores()[1 - seat]
-            capped += game.capped
-            for color, score in enumerate(game.expedition_scores(seat)):
-                played = len(game.expedition(seat, color))
-                if played:
-                    opened += 1
-                    cards += played
-                    color_scores += score
-    result = MatchResult(agent.name, bot_name, tuple(scores_net), tuple(scores_bot), capped)
-    return NetworkMatch(
-        result, opened / games, cards / max(opened, 1), color_scores / max(opened, 1)
-    )
+    player = AgentPlayer(agent, play, lambda i: stream_key(seed, i, 2, 0, Purpose.EVALUATION))
+    bot = BotPlayer.per_game(bot_name, lambda i: stream_key(seed, i, 1, 0, Purpose.EVALUATION))
+    return play_match(player, bot, games, seed, max_turns, batch_size)
 
 
 class LostCitiesEvaluator:
@@ -160,9 +107,9 @@ class LostCitiesEvaluator:
         self.max_turns = max_turns
         self.baseline: dict[str, MatchResult] = {}  # bot name -> sigma_1's match
 
-    def match(self, agent: Agent, bot: str) -> NetworkMatch:
+    def match(self, agent: Agent, bot: str) -> PlayedMatch:
         cfg = self.cfg
-        return play_agent_match(
+        return evaluation_match(
             agent, bot, cfg.games, cfg.seed, cfg.batch_size, self.max_turns, cfg.play
         )
 
@@ -179,9 +126,9 @@ class LostCitiesEvaluator:
                     f"eval/{name}/win_rate0_high": high,
                     f"eval/{name}/score_diff": match.result.mean_diff(),
                     f"eval/{name}/score": float(np.mean(match.result.scores_a)),
-                    f"eval/{name}/colors_opened": match.colors_opened,
-                    f"eval/{name}/cards_per_opened_color": match.cards_per_color,
-                    f"eval/{name}/score_per_opened_color": match.score_per_color,
+                    f"eval/{name}/colors_opened": match.stats.colors_opened,
+                    f"eval/{name}/cards_per_opened_color": match.stats.cards_per_color,
+                    f"eval/{name}/score_per_opened_color": match.stats.score_per_color,
                     f"eval/{name}/capped": match.result.capped,
                 }
             )

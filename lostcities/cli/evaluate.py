@@ -1,6 +1,6 @@
 """Evaluate trained Lost Cities runs against the bots, paired with sigma_1.
 
-    python -m lostcities.evaluate RUN0.pt RUN1.pt RUN2.pt --games 400 \\
+    python -m lostcities.cli.evaluate RUN0.pt RUN1.pt RUN2.pt --games 400 \\
         --agents policy,current,sdcfr --play greedy,sampled --json report.json
 
 Each checkpoint is one training seed. For every agent kind (lostcities/eval/agents.py),
@@ -29,11 +29,12 @@ from statistics import fmean
 
 import torch
 
+from lostcities.cli.search_options import add_search_arguments, search_config_from_args
 from lostcities.eval.agents import AGENT_KINDS, PLAY_MODES, agents_from_checkpoint
-from lostcities.eval.arena import paired_gain, pooled_paired_gain
-from lostcities.eval.evaluate import play_agent_match
+from lostcities.eval.evaluators import evaluation_match
+from lostcities.eval.match import paired_gain, pooled_paired_gain
 from lostcities.eval.opponents import BOT_NAMES
-from lostcities.eval.search import SearchAgent, add_search_arguments, search_config_from_args
+from lostcities.eval.search import SearchAgent
 
 DEFAULT_BOTS = "random,discard_only,eager,cautious,committer,sigma1_greedy"
 
@@ -48,7 +49,7 @@ def _names(text: str, allowed: Sequence[str], flag: str) -> list[str]:
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="python -m lostcities.evaluate", description=__doc__.split("\n\n")[0]
+        prog="python -m lostcities.cli.evaluate", description=__doc__.split("\n\n")[0]
     )
     parser.add_argument("checkpoints", nargs="+", metavar="CHECKPOINT", help="one per seed")
     parser.add_argument("--agents", default="policy,current,sdcfr", help="agent kinds")
@@ -96,7 +97,7 @@ def evaluate_checkpoint(path: str, kinds: Sequence[str], args: argparse.Namespac
                 agent, mode = agents[kind], play
                 if play == "search":
                     agent, mode = SearchAgent(agent, args.search_config), "greedy"
-                match = play_agent_match(
+                match = evaluation_match(
                     agent, bot, args.games, args.seed, args.batch_size, play=mode
                 ).result
                 per_move = 1000 * agent.seconds / agent.decisions if play == "search" else None

@@ -1,89 +1,20 @@
-"""Arena: seat alternation, result bookkeeping, intervals, and the CLI."""
+"""The arena command: bots and agent files as players, search options, one-line errors."""
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-from lostcities.arena import main, make_player, parse_args
-from lostcities.eval.arena import (
-    MatchResult,
-    arena_deal_seed,
-    normal_interval,
-    play_game,
-    play_match,
-    wilson_interval,
-)
+from lostcities.cli.agent_options import load_agent
+from lostcities.cli.arena import AGENT_STREAM, main, make_player, parse_args
+from lostcities.eval.agents import choose_actions
+from lostcities.eval.match import MatchResult, arena_deal_seed, play_match
 from lostcities.eval.opponents import BOT_NAMES, make_bot
-
-# Reference values computed by hand with 40-digit decimals and
-# z = 1.959963984540054 (the 97.5% normal quantile): 0 of n gives
-# [0, z^2 / (n + z^2)], n of n gives [n / (n + z^2), 1].
-WILSON_0_OF_10 = (0.0, 0.2775327998628892)
-WILSON_10_OF_10 = (0.7224672001371108, 1.0)
-WILSON_50_OF_100 = (0.4038315303659956, 0.5961684696340044)
-
-
-@pytest.mark.parametrize(
-    ("successes", "n", "expected"),
-    [(0, 10, WILSON_0_OF_10), (10, 10, WILSON_10_OF_10), (50, 100, WILSON_50_OF_100)],
-)
-def test_wilson_known_answers(successes: int, n: int, expected: tuple[float, float]) -> None:
-    lo, hi = wilson_interval(successes, n)
-    assert lo == pytest.approx(expected[0], abs=1e-9)
-    assert hi == pytest.approx(expected[1], abs=1e-9)
-
-
-def test_wilson_rejects_bad_input() -> None:
-    with pytest.raises(ValueError):
-        wilson_interval(0, 0)
-    with pytest.raises(ValueError):
-        wilson_interval(11, 10)
-    with pytest.raises(ValueError):
-        wilson_interval(5, 10, confidence=1.0)
-
-
-def test_normal_interval() -> None:
-    lo, hi = normal_interval([1.0, 2.0, 3.0, 4.0])
-    half = 1.959963984540054 * math.sqrt(5 / 3) / 2  # sample sd sqrt(5/3), sqrt(n) = 2
-    assert (lo, hi) == pytest.approx((2.5 - half, 2.5 + half), abs=1e-12)
-    assert normal_interval([3.0]) == (-math.inf, math.inf)
-
-
-def test_result_counts_draws_as_half_wins() -> None:
-    result = MatchResult("a", "b", scores_a=(10, 0, 5, -3), scores_b=(0, 0, 9, -3), capped=0)
-    assert result.diffs == [10, 0, -4, 0]
-    assert (result.wins, result.draws, result.losses) == (1, 2, 1)
-    assert result.win_rate() == 0.5
-    assert result.win_rate_ci() == wilson_interval(2.0, 4)
-    assert result.mean_diff() == 1.5
-
-
-def test_match_alternates_seats_and_deals_from_seed() -> None:
-    games, seed = 6, 8
-    result = play_match(make_bot("cautious", 1), make_bot("eager", 2), games, seed)
-    assert result.games == games
-    # Replay each game with fresh, identically seeded bots in the same order.
-    a, b = make_bot("cautious", 1), make_bot("eager", 2)
-    for i in range(games):
-        bots = (a, b) if i % 2 == 0 else (b, a)
-        scores = play_game(bots, arena_deal_seed(seed, i), 1000).scores()
-        assert result.scores_a[i] == scores[i % 2]
-        assert result.scores_b[i] == scores[1 - i % 2]
-
-
-def test_match_is_reproducible() -> None:
-    def run() -> MatchResult:
-        return play_match(make_bot("random", 1), make_bot("committer", 2), games=10, seed=4)
-
-    assert run() == run()
-
-
-def test_turn_cap_is_counted() -> None:
-    result = play_match(make_bot("random", 1), make_bot("random", 2), games=4, seed=0, max_turns=5)
-    assert result.capped == 4
+from lostcities.eval.players import BotPlayer
+from lostcities.games.lost_cities import LostCitiesGame
+from lostcities.rng import Stream, stream_key
 
 
 def test_cli_prints_a_table(capsys: pytest.CaptureFixture[str]) -> None:
@@ -117,9 +48,33 @@ def test_an_agent_file_plays_reproducibly(lost_cities_checkpoint: Path) -> None:
 
     def run() -> MatchResult:
         agent = make_player(str(lost_cities_checkpoint), args, 1)
-        return play_match(agent, make_bot("random", 2), games=2, seed=5)
+        return play_match(agent, BotPlayer.shared(make_bot("random", 2)), games=2, seed=5).result
 
     assert run() == run()
+
+
+def test_an_agent_files_game_i_is_keyed_by_its_slot_and_i(lost_cities_checkpoint: Path) -> None:
+    """Player B an agent file: its single Deep CFR draws and game i's choices keyed by
+    stream_key(seed, 2), i and the slot; player A a bot with one stream for the match. A
+    plain replay with those keys gives the match's scores."""
+    path, seed, games = str(lost_cities_checkpoint), 3, 4
+    args = parse_args(["random", path, "--agent", "sdcfr", "--seed", str(seed)])
+    bot = make_player("random", args, 1)
+    result = play_match(bot, make_player(path, args, 2), games, seed).result
+    agent = load_agent(path, "sdcfr", stream_key(seed, 2))
+    bot = make_bot("random", stream_key(seed, 1))
+    for i in range(games):
+        game = LostCitiesGame.from_seed(arena_deal_seed(seed, i))
+        choices = Stream(stream_key(stream_key(seed, 2), i, 2, 0, AGENT_STREAM))
+        while not game.is_terminal:
+            player, mask = game.current_player, game.legal_mask()[None]
+            if player == i % 2:
+                game.apply(bot.act(game))
+                continue
+            row = (np.array([i]), np.array([player], np.int8), game.encode(player)[None], mask)
+            game.apply(choose_actions(agent.probs(*row), mask, "sampled", [choices])[0])
+        scores = game.scores()
+        assert (result.scores_a[i], result.scores_b[i]) == (scores[i % 2], scores[1 - i % 2])
 
 
 def test_cli_rejects_a_path_that_is_no_file(
@@ -158,3 +113,11 @@ def test_cli_search_options_reach_the_search(
     assert len(err) == 1 and "--search-value-blend" in err[0] and "'policy'" in err[0]
     with pytest.raises(SystemExit):
         parse_args([agent, "cautious", "--search", "4", "--search-value-blend", "1.5"])
+
+
+@pytest.mark.parametrize("max_turns", ["0", "30001"])
+def test_cli_rejects_a_turn_cap_out_of_range(max_turns: str, capsys) -> None:
+    with pytest.raises(SystemExit, match="2"):
+        main(["cautious", "random", "--max-turns", max_turns])
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.endswith(f"error: --max-turns: max_turns must be in [1, 30000], got {max_turns}")

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from lostcities.eval.arena import arena_deal_seed
+from lostcities.cli.play import Move, main, move_action, move_name, parse_move, why_illegal
+from lostcities.eval.match import arena_deal_seed
 from lostcities.games import lost_cities_spec as spec
 from lostcities.games.lost_cities import LostCitiesGame
-from lostcities.play import Move, main, move_action, move_name, parse_move, why_illegal
 
 SEED = 3
 
@@ -122,7 +122,7 @@ def test_q_and_end_of_input_quit_cleanly(agent_file: Path) -> None:
 
 def test_cli_through_a_pipe(agent_file: Path) -> None:
     run = subprocess.run(
-        [sys.executable, "-m", "lostcities.play", str(agent_file), "--seed", "3"],
+        [sys.executable, "-m", "lostcities.cli.play", str(agent_file), "--seed", "3"],
         input="p Q5\nquit\n",
         capture_output=True,
         text=True,

@@ -1,7 +1,7 @@
 """Play Lost Cities against a trained agent in the terminal.
 
-    python -m lostcities.play outputs/DAY/TIME_lost_cities/agent.pt [--agent sdcfr] [--search 64]
-        [--play sampled] [--seed N] [--seat 0]
+    python -m lostcities.cli.play outputs/DAY/TIME_lost_cities/agent.pt [--agent sdcfr]
+        [--search 64] [--play sampled] [--seed N] [--seat 0]
 
 Moves are typed by short names (case-insensitive) or by their number in the list shown:
     p R5     play the red 5 on your red expedition   (colors Y B W G R, wager 'w': p Bw)
@@ -23,18 +23,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TextIO
 
-import numpy as np
-
-from lostcities.arena import AGENT_CHOICES, load_agent
-from lostcities.eval.agents import PLAY_MODES, Agent, agent_probs, choose_actions
-from lostcities.eval.arena import arena_deal_seed
-from lostcities.eval.search import add_search_arguments, search_config_from_args, searched
+from lostcities.cli.agent_options import AGENT_CHOICES, load_agent
+from lostcities.cli.search_options import add_search_arguments, search_config_from_args, searched
+from lostcities.eval.agents import PLAY_MODES
+from lostcities.eval.match import arena_deal_seed
+from lostcities.eval.players import AgentPlayer
 from lostcities.games import lost_cities_spec as spec
 from lostcities.games.lost_cities import LostCitiesGame
-from lostcities.rng import Stream, stream_key
+from lostcities.rng import stream_key
 
 # Fourth word of the key of the agent's choice stream (sampled play): apart from deals.
 PLAY_STREAM = 0x91A7
+# The terminal game is game 0 of a match seeded by --seed: its deal, and the key of the
+# agent's per-game state and choice stream.
+GAME = 0
 COLOR_WORDS = {name: c for c, name in enumerate(spec.COLOR_NAMES)} | {
     letter.lower(): c for c, letter in enumerate(spec.COLOR_LETTERS)
 }
@@ -236,20 +238,11 @@ class Session:
     """One game between the person (reading ``stdin``) and the agent, written to ``stdout``."""
 
     def __init__(
-        self,
-        game: LostCitiesGame,
-        agent: Agent,
-        play: str,
-        seed: int,
-        you: int,
-        stdin: TextIO,
-        stdout: TextIO,
+        self, game: LostCitiesGame, agent: AgentPlayer, you: int, stdin: TextIO, stdout: TextIO
     ) -> None:
         self.game = game
-        self.agent = agent
-        self.play = play
+        self.agent = agent  # asked about game GAME, one decision at a time
         self.you = you
-        self.stream = Stream(stream_key(seed, 0, 0, 0, PLAY_STREAM))
         self.stdin = stdin
         self.stdout = stdout
         self.echo = not stdin.isatty()  # a piped transcript shows what was typed
@@ -271,10 +264,7 @@ class Session:
         """Both steps of the agent's turn, then one line naming them."""
         game, seat, names = self.game, self.game.current_player, []
         while not game.is_terminal and game.current_player == seat:
-            masks = game.legal_mask()[None]
-            players, features = np.array([seat], dtype=np.int8), game.encode(seat)[None]
-            probs = agent_probs(self.agent, np.array([0]), players, features, masks, [game])
-            action = choose_actions(probs, masks, self.play, [self.stream])[0]
+            (action,) = self.agent.act([GAME], [game])
             name = move_name(action)
             if action > spec.DRAW_DECK:
                 name += f" ({_draw_detail(game, action)})"
@@ -345,7 +335,8 @@ def _new_cards(before: list[int], after: list[int]) -> list[int]:
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="python -m lostcities.play", description="Play Lost Cities against a trained agent."
+        prog="python -m lostcities.cli.play",
+        description="Play Lost Cities against a trained agent.",
     )
     parser.add_argument("path", metavar="AGENT_FILE", help="a run's agent.pt or a checkpoint")
     parser.add_argument(
@@ -378,14 +369,15 @@ def main(
     except (OSError, ValueError) as e:  # CheckpointError is a ValueError
         print(f"error: {e}", file=sys.stderr)
         return 2
-    game = LostCitiesGame.from_seed(arena_deal_seed(seed, 0))
+    game = LostCitiesGame.from_seed(arena_deal_seed(seed, GAME))
     order = "first" if args.seat == 0 else "second"
     print(
         f"Lost Cities against {args.path} [{agent.name}, {args.play}]; you move {order}; "
         f"seed {seed}. Type ? for help, q to quit.",
         file=stdout,
     )
-    session = Session(game, agent, args.play, seed, args.seat, stdin, stdout)
+    player = AgentPlayer(agent, args.play, lambda i: stream_key(seed, i, 0, 0, PLAY_STREAM))
+    session = Session(game, player, args.seat, stdin, stdout)
     try:
         session.run()
     except Quit:

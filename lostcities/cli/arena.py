@@ -1,14 +1,14 @@
 """Match two Lost Cities players, baseline bots or trained agents, and print a summary.
 
-python -m lostcities.arena cautious random --games 400 --seed 0
-python -m lostcities.arena outputs/DAY/TIME_lost_cities/agent.pt cautious --agent sdcfr
-python -m lostcities.arena outputs/DAY/TIME_lost_cities/agent.pt committer --search 64
+python -m lostcities.cli.arena cautious random --games 400 --seed 0
+python -m lostcities.cli.arena outputs/DAY/TIME_lost_cities/agent.pt cautious --agent sdcfr
+python -m lostcities.cli.arena outputs/DAY/TIME_lost_cities/agent.pt committer --search 64
 
 A player is a bot name or the path of a run's agent file (or a training checkpoint);
 a file plays its ``--agent`` kind (default: single Deep CFR when the file has the
 per-iteration nets, else the current strategy), moves chosen ``--play`` greedy or sampled,
 or with ``--search K`` through play-time search over that agent (lostcities/eval/search.py;
-the ``--search-*`` options as in lostcities.evaluate).
+the ``--search-*`` options as in lostcities.cli.evaluate).
 """
 
 from __future__ import annotations
@@ -19,75 +19,23 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-import numpy as np
-
-from lostcities.eval.agents import (
-    PLAY_MODES,
-    Agent,
-    agent_probs,
-    agents_from_checkpoint,
-    choose_actions,
-)
-from lostcities.eval.arena import MatchResult, play_match
-from lostcities.eval.opponents import BOT_NAMES, Bot, make_bot
-from lostcities.eval.search import add_search_arguments, search_config_from_args, searched
+from lostcities.cli.agent_options import AGENT_CHOICES, load_agent
+from lostcities.cli.search_options import add_search_arguments, search_config_from_args, searched
+from lostcities.eval.agents import PLAY_MODES
+from lostcities.eval.match import MatchResult, Player, play_match
+from lostcities.eval.opponents import BOT_NAMES, make_bot
+from lostcities.eval.players import AgentPlayer, BotPlayer
 from lostcities.games.lost_cities import LostCitiesGame
 from lostcities.games.lost_cities_spec import DEFAULT_MAX_TURNS
-from lostcities.rng import Stream, stream_key
+from lostcities.rng import stream_key
 
-AGENT_CHOICES = ("sdcfr", "current", "policy")
 # Fourth word of an agent player's choice-stream key: apart from bot and deal streams.
 AGENT_STREAM = 0xA6E
 
 
-def load_agent(path: str | Path, kind: str | None, seed: int) -> Agent:
-    """The agent of ``kind`` in an agent file or checkpoint; ``None`` picks the best the file
-    holds: single Deep CFR (the average strategy, no distillation error) when it has the
-    per-iteration nets, else the current strategy. Raises ValueError (a one-line message
-    naming the file) or OSError."""
-    if kind is not None:
-        return agents_from_checkpoint(path, [kind], seed)[kind]
-    try:
-        return agents_from_checkpoint(path, ["sdcfr"], seed)["sdcfr"]
-    except ValueError:
-        # No per-iteration nets (an older file), or no usable file at all: the second load
-        # either succeeds or raises the error that applies to every kind.
-        return agents_from_checkpoint(path, ["current"], seed)["current"]
-
-
-class AgentBot:
-    """A trained agent seated through the bot interface of ``eval.arena.play_match``.
-
-    play_match deals every game into a new game object, so a new object means a new game:
-    its index keys the agent's per-game state (single Deep CFR's iteration draw) and the
-    choice stream of that game, which keeps a match reproducible from its seed."""
-
-    def __init__(self, agent: Agent, name: str, play: str, seed: int, slot: int) -> None:
-        self.agent = agent
-        self.name = name
-        self.play = play
-        self.seed = seed
-        self.slot = slot  # 1 for player A, 2 for B: an agent matched with itself does not mirror
-        self.game: LostCitiesGame | None = None
-        self.index = -1
-        self.stream = Stream(0)
-
-    def act(self, game: LostCitiesGame) -> int:
-        if game is not self.game:
-            self.game = game
-            self.index += 1
-            self.stream = Stream(stream_key(self.seed, self.index, self.slot, 0, AGENT_STREAM))
-        seat = game.current_player
-        masks = game.legal_mask()[None]
-        players = np.array([seat], dtype=np.int8)
-        features = game.encode(seat)[None]
-        probs = agent_probs(self.agent, np.array([self.index]), players, features, masks, [game])
-        return choose_actions(probs, masks, self.play, [self.stream])[0]
-
-
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="python -m lostcities.arena", description="Match two Lost Cities players."
+        prog="python -m lostcities.cli.arena", description="Match two Lost Cities players."
     )
     player = f"a bot ({', '.join(BOT_NAMES)}) or an agent file / checkpoint"
     parser.add_argument("player_a", metavar="A", help=player)
@@ -112,6 +60,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         parser.error(str(e))
     if args.games <= 0:
         parser.error(f"--games must be positive, got {args.games}")
+    try:
+        LostCitiesGame.from_seed(0, args.max_turns)  # the game kernel knows its turn range
+    except ValueError as e:
+        parser.error(f"--max-turns: {e}")
     return args
 
 
@@ -120,11 +72,13 @@ def _fail(message: str) -> int:
     return 2
 
 
-def make_player(name: str, args: argparse.Namespace, slot: int) -> Bot:
-    """Player ``slot`` (1: A, 2: B) of the match: a bot by name, else an agent file.
+def make_player(name: str, args: argparse.Namespace, slot: int) -> Player:
+    """Player ``slot`` (1: A, 2: B) of the match: a bot by name (one bot, one stream, for the
+    whole match), else an agent file (game i's choices from a stream keyed by the slot's seed
+    and i; i also keys the agent's per-game state, single Deep CFR's iteration draw).
     Distinct streams per slot, so a player matched against itself does not mirror its twin."""
     if name in BOT_NAMES:
-        return make_bot(name, stream_key(args.seed, slot))
+        return BotPlayer.shared(make_bot(name, stream_key(args.seed, slot)))
     if not Path(name).is_file():
         raise ValueError(
             f"invalid choice {name!r}: neither a bot ({', '.join(BOT_NAMES)}) "
@@ -135,7 +89,12 @@ def make_player(name: str, args: argparse.Namespace, slot: int) -> Bot:
     search = search_config_from_args(args, seed)
     if search is not None:
         agent = searched(agent, search)
-    return AgentBot(agent, f"{name} [{agent.name}, {args.play}]", args.play, seed, slot)
+    return AgentPlayer(
+        agent,
+        args.play,
+        lambda game: stream_key(seed, game, slot, 0, AGENT_STREAM),
+        f"{name} [{agent.name}, {args.play}]",
+    )
 
 
 def format_result(result: MatchResult, seconds: float) -> str:
@@ -166,7 +125,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (OSError, ValueError) as e:  # CheckpointError is a ValueError
         return _fail(str(e))
     start = time.perf_counter()
-    result = play_match(player_a, player_b, args.games, args.seed, args.max_turns)
+    # one game after another: a bot's single stream runs through the games in order
+    result = play_match(player_a, player_b, args.games, args.seed, args.max_turns).result
     print(format_result(result, time.perf_counter() - start))
     return 0
 

@@ -1,13 +1,17 @@
-"""Matches between two Lost Cities bots, with confidence intervals.
+"""Matches between two Lost Cities players, with confidence intervals: the one match loop.
 
-    >>> result = play_match(make_bot("cautious", 1), make_bot("random", 2), games=200, seed=0)
+    >>> a = BotPlayer.shared(make_bot("cautious", 1))      # lostcities/eval/players.py
+    >>> b = BotPlayer.shared(make_bot("random", 2))
+    >>> result = play_match(a, b, games=200, seed=0).result
     >>> result.win_rate_ci()      # 95% Wilson interval, a draw counts as half a win
     >>> result.mean_diff_ci()     # 95% normal-approximation interval of A's score lead
 
-Game i is dealt from ``arena_deal_seed(seed, i)`` and bot A sits in seat
-``i % 2``, so the first-move advantage cancels over an even number of games
-and a match is reproducible from its seed (given deterministic bots).
-:func:`wilson_interval` is also meant for evaluating trained networks.
+Game i is dealt from ``arena_deal_seed(seed, i)`` and player A sits in seat ``i % 2``, so
+the first-move advantage cancels over an even number of games and a match is reproducible
+from its seed (given players whose streams are keyed). A player answers a batch of
+decisions (:class:`Player`): a bot one at a time, a trained agent with one batched forward
+over every game in flight. :func:`wilson_interval` is also meant for evaluating trained
+networks.
 """
 
 from __future__ import annotations
@@ -16,8 +20,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from statistics import NormalDist, fmean, stdev
+from typing import Protocol
 
-from lostcities.eval.opponents import Bot
 from lostcities.games.lost_cities import LostCitiesGame
 from lostcities.games.lost_cities_spec import DEFAULT_MAX_TURNS
 from lostcities.rng import stream_key
@@ -72,9 +76,9 @@ def arena_deal_seed(seed: int, game_index: int) -> int:
 
 @dataclass(frozen=True)
 class MatchResult:
-    """Final scores of every game of a match, from bot A's side.
+    """Final scores of every game of a match, from player A's side.
 
-    ``scores_a[i]``/``scores_b[i]`` are the two bots' scores in game i;
+    ``scores_a[i]``/``scores_b[i]`` are the two players' scores in game i;
     ``capped`` counts games that ended by the turn cap instead of an empty deck.
     """
 
@@ -146,7 +150,7 @@ def pooled_paired_gain(
     pair per training seed, all with the same match seed).
 
     The games are the sampled unit, not the pairs of games: every pair shares game i's
-    deal and seat (and, in ``lostcities.evaluate``, sigma_1's very result), so the
+    deal and seat (and, in ``lostcities.cli.evaluate``, sigma_1's very result), so the
     differences of game i are averaged over the pairs first and the interval is over the
     games. Treating the len(pairs) x games differences as independent would make the
     interval up to sqrt(len(pairs)) too narrow. ``games`` is the number of games."""
@@ -177,30 +181,108 @@ def _points(diff: int) -> float:
     return 1.0 if diff > 0 else 0.5 if diff == 0 else 0.0
 
 
-def play_game(bots: tuple[Bot, Bot], deal_seed: int, max_turns: int) -> LostCitiesGame:
-    """Play one game to the end; ``bots[p]`` sits in seat p. Returns the final state."""
-    game = LostCitiesGame.from_seed(deal_seed, max_turns)
-    while not game.is_terminal:
-        # apply() rejects an illegal action with a ValueError naming it.
-        game.apply(bots[game.current_player].act(game))
-    return game
+# --- the match loop ---------------------------------------------------------------------
+
+
+class Player(Protocol):
+    """A match player: ``act`` returns one action per row, for the player to act in
+    ``states[r]``, the state of game ``game_indices[r]`` (its index in the match: a player
+    may key per-game state and streams by it). ``batched`` False: the loop asks for one
+    decision at a time, in line, as soon as it is due (a bot); True: it collects the
+    decisions due in every game in flight and asks for them in one call (a trained agent:
+    one batched forward)."""
+
+    name: str
+    batched: bool
+
+    def act(self, game_indices: Sequence[int], states: Sequence[LostCitiesGame]) -> list[int]: ...
+
+
+@dataclass(frozen=True)
+class PlayStats:
+    """How player A played its expeditions over a match."""
+
+    colors_opened: float  # mean expeditions started per game
+    cards_per_color: float  # mean cards on an opened expedition
+    score_per_color: float  # mean score of an opened expedition
+
+
+@dataclass(frozen=True)
+class PlayedMatch:
+    """A match's scores, and how player A played."""
+
+    result: MatchResult
+    stats: PlayStats
+
+
+def play_games(
+    player_a: Player, player_b: Player, indices: Sequence[int], seed: int, max_turns: int
+) -> list[LostCitiesGame]:
+    """Play the match's games ``indices`` (ascending) together to their ends, A in seat
+    ``i % 2`` of game i; returns their final states. Each round: in every game in turn,
+    players answering in line (``batched`` False) move until a batched player is to act
+    or the game ends; then each batched player answers all the decisions it has due, in
+    one call, rows in game order. Two players answering in line so play the games one
+    after another."""
+    states = [LostCitiesGame.from_seed(arena_deal_seed(seed, i), max_turns) for i in indices]
+    seats = [(player_a, player_b) if i % 2 == 0 else (player_b, player_a) for i in indices]
+    live = list(range(len(indices)))  # positions in indices
+    while live:
+        for k in live:
+            game, players = states[k], seats[k]
+            while not game.is_terminal and not players[game.current_player].batched:
+                # apply() rejects an illegal action with a ValueError naming it.
+                game.apply(players[game.current_player].act([indices[k]], [game])[0])
+        live = [k for k in live if not states[k].is_terminal]
+        # seats are told apart by position, not identity: one object may play both
+        due_a = [k for k in live if states[k].current_player == indices[k] % 2]
+        due_b = [k for k in live if states[k].current_player != indices[k] % 2]
+        for player, due in ((player_a, due_a), (player_b, due_b)):
+            if due and player.batched:
+                actions = player.act([indices[k] for k in due], [states[k] for k in due])
+                for k, action in zip(due, actions, strict=True):
+                    states[k].apply(action)
+    return states
 
 
 def play_match(
-    bot_a: Bot, bot_b: Bot, games: int, seed: int, max_turns: int = DEFAULT_MAX_TURNS
-) -> MatchResult:
-    """Play ``games`` games, bot A in seat ``i % 2`` of game i, deals from (seed, i)."""
+    player_a: Player,
+    player_b: Player,
+    games: int,
+    seed: int,
+    max_turns: int = DEFAULT_MAX_TURNS,
+    batch_size: int = 1,
+) -> PlayedMatch:
+    """Play ``games`` games, A in seat ``i % 2`` of game i, deals from (seed, i), at most
+    ``batch_size`` games in flight (:func:`play_games`; 1: one game after another)."""
     if games <= 0:
         raise ValueError(f"a match needs games > 0, got {games}")
-    scores_a: list[int] = []
-    scores_b: list[int] = []
-    capped = 0
-    for i in range(games):
-        seat_a = i % 2
-        bots = (bot_a, bot_b) if seat_a == 0 else (bot_b, bot_a)
-        game = play_game(bots, arena_deal_seed(seed, i), max_turns)
-        scores = game.scores()
-        scores_a.append(scores[seat_a])
-        scores_b.append(scores[1 - seat_a])
-        capped += game.capped
-    return MatchResult(bot_a.name, bot_b.name, tuple(scores_a), tuple(scores_b), capped)
+    if batch_size <= 0:
+        raise ValueError(f"a match needs batch_size > 0, got {batch_size}")
+    finals: list[LostCitiesGame] = []
+    for first in range(0, games, batch_size):
+        batch = range(first, min(games, first + batch_size))
+        finals += play_games(player_a, player_b, batch, seed, max_turns)
+    seats_a = [i % 2 for i in range(games)]
+    scores = [game.scores() for game in finals]
+    result = MatchResult(
+        player_a.name,
+        player_b.name,
+        tuple(s[seat] for s, seat in zip(scores, seats_a, strict=True)),
+        tuple(s[1 - seat] for s, seat in zip(scores, seats_a, strict=True)),
+        sum(game.capped for game in finals),
+    )
+    return PlayedMatch(result, play_stats(finals, seats_a))
+
+
+def play_stats(finals: Sequence[LostCitiesGame], seats: Sequence[int]) -> PlayStats:
+    """The expeditions of the player in seat ``seats[g]`` of final state ``finals[g]``."""
+    opened = cards = points = 0
+    for game, seat in zip(finals, seats, strict=True):
+        for color, score in enumerate(game.expedition_scores(seat)):
+            played = len(game.expedition(seat, color))
+            if played:
+                opened += 1
+                cards += played
+                points += score
+    return PlayStats(opened / len(finals), cards / max(opened, 1), points / max(opened, 1))
