@@ -8,7 +8,7 @@
 
 The three loops run interleaved in rounds (C, wrapper, reference, C, ...) so
 machine noise hits them alike; the ratios are what to compare across runs.
-Targets (issue 2): C >= 100x reference and >= 10x wrapper.
+Expected: C >= 100x the reference and >= 10x the wrapper.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ the cores; arms run interleaved for ``--rounds`` rounds so machine noise hits al
 Reported: the mean seconds per iteration (iteration 1 dropped: start-up) per arm, and each
 arm's ratio to the 1-thread arm at the same load. Why: torch's intra-op threads spin-wait
 on each other, so with as many threads as cores a single competing process can stall
-every parallel region (issue 10 measured 51 s vs 1.1 s per Kuhn iteration at load 6.5).
+every parallel region (measured 2026-12-03: 51 s vs 1.1 s per Kuhn iteration at load 6.5).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""Slow learning checks (``pytest -m slow``): the numbers issue 3 asks for.
+"""Slow learning checks (``pytest -m slow``): the shipped recipes still learn.
 
-Each runs the real entry point with the shipped game config and a fixed seed,
+Each runs the real entry point with the shipped recipe and a fixed seed,
 so a result is reproducible on the same machine and thread count; a change to
 the algorithm that hurts learning fails these.
 """
@@ -30,7 +30,7 @@ def run(overrides: list[str], run_dir: Path) -> list[dict]:
 def test_leduc_single_deep_cfr_reaches_010(tmp_path):
     """Shipped Leduc config, 100 iterations (~13 min): single Deep CFR's exact average
     measured 0.090 (seed 0; 0.097 / 0.097 with seeds 1 / 2), the policy network 0.115.
-    The bar is issue 9's target; the policy net's leaves room for BLAS rounding on another
+    The bar is 0.10; the policy net's leaves room for BLAS rounding on another
     machine, not for a regression to batch 1024's 0.122 or the old 0.136."""
     rows = run(["game=leduc"], tmp_path)
     final = rows[-1]
@@ -47,11 +47,11 @@ def test_leduc_rollout_scheme_learns(tmp_path):
 
 
 def test_lost_cities_default_run_gains_over_sigma1(tmp_path):
-    """The default run (no overrides, ~9 min), evaluated as shipped (single Deep CFR,
+    """The default run (no overrides, ~5 min), evaluated as shipped (single Deep CFR,
     sampled): its paired score gain over sigma_1 (the heuristic it starts from, played the
     same way on the same 400 games) has its 95% interval above zero against each of these
     bots. sigma_1 itself gains exactly 0, so a CFR regression that falls back to the
-    heuristic fails here (issue 9; the bars the heuristic already met are gone). Its win
+    heuristic fails here (a bar the heuristic already meets would prove nothing). Its win
     rate against cautious and committer, averaged, measured 0.494 (seed 0); the bar is one
     the previous default (5 iterations of 250 traversals, c = 1: 0.418) and sigma_1
     (0.320 sampled, 0.435 greedy) do not meet."""
