@@ -1,4 +1,4 @@
-"""The training phase alone: ``DeepCFRTrainer._fit`` on a prefilled memory, per arm of
+"""The training phase alone: ``lostcities.cfr.fitting.fit`` on a prefilled memory, per arm of
 compile (off, trainer) x AMP (off, fp16, bf16).
 
     python benchmarks/bench_trainer_phase.py [--network wide] [--threads 2] [--steps 5]
@@ -9,7 +9,7 @@ Each arm is a trainer built from the shipped Lost Cities config (``game=lost_cit
 ``network=<name>`` composed by Hydra, so any network group works, e.g. color_shared)
 with its own ``amp`` and ``compile`` sub-configs; the memory holds real Lost Cities
 encodings and legal masks (random play) with synthetic targets (regrets or sigma), the
-same rows for every arm. A step is one ``_fit`` minibatch step (sample, symmetry
+same rows for every arm. A step is one ``fit`` minibatch step (sample, symmetry
 relabelling if the game config asks for it, forward, loss, backward, clip, Adam), timed
 one by one. Arms run interleaved, ``--steps`` each per round, so machine noise hits all
 alike; each arm's first ``--warmup`` steps (compile happens there) are dropped and
@@ -32,6 +32,7 @@ from hydra.errors import ConfigCompositionException
 from omegaconf import OmegaConf
 
 from lostcities.cfr import trainer as trainer_module
+from lostcities.cfr.fitting import fit
 from lostcities.cfr.trainer import DeepCFRTrainer
 from lostcities.config import AmpConfig, CompileConfig, MemoryConfig, TrainConfig, register_configs
 from lostcities.games import make_game
@@ -130,10 +131,10 @@ class Arm:
     def steps(self, n: int, warmup: bool) -> None:
         for _ in range(n):
             start = time.perf_counter()
-            self.trainer._fit(
-                self.net, self.optimizer, self.memory, self.t, 1, self.batch, self.generator,
-                self.loss_fn,
-            )  # fmt: skip
+            trainer = self.trainer
+            how = trainer._fit_settings(self.t, 1, self.batch, self.loss_fn)
+            fit(self.net, self.optimizer, self.memory, how, self.generator, trainer.step,
+                trainer.device)  # fmt: skip
             if self.trainer.device.type == "cuda":
                 torch.cuda.synchronize()
             (self.warmup if warmup else self.times).append(time.perf_counter() - start)

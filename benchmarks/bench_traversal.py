@@ -11,7 +11,8 @@ training runs and cannot drift from it. OVERRIDEs are Hydra overrides applied to
 config (e.g. ``network=default traversal.branch_prob=0.05``); the flags apply on top.
 
 Reports nodes/s and splits traversal time into
-- network forward: time inside the torch forward calls of the policy;
+- network forward: time inside the network forward calls of sigma (and of the learned
+  value, with ``traversal.action_values=learned``: the shipped setting);
 - policy glue: the rest of the policy callback (numpy, regret matching, call overhead,
   and with a warm start the heuristic seed evaluated on every queried row);
 - game logic: the kernel's game-operation counts (legal masks, encodes,
@@ -35,6 +36,7 @@ from omegaconf import OmegaConf
 from lostcities.cfr.networks import build_network
 from lostcities.cfr.policy import AdvantagePolicy
 from lostcities.cfr.traversal import make_traverser
+from lostcities.cfr.workers import value_network
 from lostcities.config import TrainConfig, register_configs
 from lostcities.games import make_game
 from lostcities.games._state import op_costs
@@ -71,6 +73,9 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, TrainConfig]
     parser.add_argument("--warm-start", type=float, help="heuristic regret seed c (shipped)")
     parser.add_argument("--sampling-policy", help="trajectory policy (default: shipped)")
     parser.add_argument("--initial-strategy", help="sigma_1 and the seed (default: shipped)")
+    parser.add_argument(
+        "--kind", choices=("regret", "value"), default="regret", help="which traversals to time"
+    )
     args = parser.parse_args(argv)
     cfg = shipped_config(args.overrides)
     if cfg.game.name != "lost_cities":
@@ -83,17 +88,17 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, TrainConfig]
     return args, cfg
 
 
-class TimedNet(torch.nn.Module):
-    """Wraps a network and accumulates the wall time of its forward calls."""
+class TimedForward:
+    """Wraps a network forward (``NetworkForward``) and accumulates the wall time of its
+    calls."""
 
-    def __init__(self, net: torch.nn.Module) -> None:
-        super().__init__()
-        self.net = net
+    def __init__(self, forward) -> None:
+        self.forward = forward
         self.seconds = 0.0
 
-    def forward(self, x):
+    def __call__(self, x):
         start = time.perf_counter()
-        out = self.net(x)
+        out = self.forward(x)
         self.seconds += time.perf_counter() - start
         return out
 
@@ -114,14 +119,17 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     torch.set_num_threads(args.threads)
     spec = make_game(cfg.game)
     prototype = spec.prototype
-    nets = [
-        TimedNet(build_network(cfg.network, spec.encoding_size, spec.num_actions, seed=p).eval())
-        for p in (0, 1)
-    ]
     invariant = cfg.determinism.batch_invariant_inference
     sigma = AdvantagePolicy.from_config(cfg.traversal, batch_invariant=invariant)
-    for player, net in enumerate(nets):
-        sigma.set_network(player, net)
+    for player in (0, 1):
+        net = build_network(cfg.network, spec.encoding_size, spec.num_actions, seed=player)
+        sigma.set_network(player, net.eval())
+    nets = [TimedForward(forward) for forward in sigma.forwards]
+    sigma.forwards = list(nets)
+    if cfg.traversal.action_values == "learned":
+        sigma.set_value_network(value_network(cfg.value, spec.encoding_size, seed=2).eval())
+        nets.append(TimedForward(sigma.value_forward))
+        sigma.value_forward = nets[-1]
     policy = TimedPolicy(sigma)
     win_loss = cfg.game.utility == "win_loss"
     traverser = make_traverser(
@@ -131,9 +139,13 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     start = time.perf_counter()
     nodes = samples = 0
     for k in range(args.traversals):
-        adv, _, stats = traverser.run(1, k % 2, k)
+        if args.kind == "value":
+            (features, _), stats = traverser.run_values(1, k % 2, k)
+            samples += len(features)
+        else:
+            adv, _, stats = traverser.run(1, k % 2, k)
+            samples += len(adv[0])
         nodes += stats["nodes"]
-        samples += len(adv[0])
     total = time.perf_counter() - start
 
     costs = op_costs(prototype, 20_000, 7)
@@ -144,8 +156,9 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
         + traverser.ops_reshuffle * costs["copy_reshuffle"]
     )
     forward = sum(net.seconds for net in nets)
-    glue = policy.seconds - forward
-    own = total - policy.seconds - game
+    value_calls = nets[2].seconds if len(nets) > 2 else 0.0  # outside the policy callback
+    glue = policy.seconds - (forward - value_calls)
+    own = total - policy.seconds - value_calls - game
     shares = {
         "network forward": forward,
         "policy glue (numpy, regret matching)": glue,
@@ -154,16 +167,18 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     }
     network, tr = cfg.network, cfg.traversal
     print(
-        f"Lost Cities {tr.scheme} traversals, {network.name} {network.kind} "
+        f"Lost Cities {tr.scheme} {args.kind} traversals, action values {tr.action_values}, "
+        f"{network.name} {network.kind} "
         f"{network.hidden}x{network.layers}, "
         f"branch_prob {tr.branch_prob}, rollouts {tr.rollouts}, sampling {tr.sampling_policy}, "
         f"sigma_1 {tr.initial_strategy}, warm start {tr.warm_start}, "
         f"torch threads {args.threads}"
     )
     print(
-        f"  {args.traversals} traversals, {nodes} nodes, {samples} advantage samples "
-        f"in {total:.2f} s: {nodes / total:,.0f} nodes/s, {total / max(samples, 1) * 1e3:.1f} ms "
-        "per advantage sample"
+        f"  {args.traversals} traversals, {nodes} nodes, {samples} samples "
+        f"in {total:.2f} s: {nodes / total:,.0f} nodes/s, {total / max(samples, 1) * 1e3:.2f} ms "
+        f"per {'value' if args.kind == 'value' else 'advantage'} sample, "
+        f"{samples / total:,.0f} samples/s"
     )
     print("  op costs (ns): " + ", ".join(f"{k} {v:.0f}" for k, v in costs.items()))
     for name, seconds in shares.items():

@@ -73,7 +73,7 @@ class Timed:
 
 def run_arm(arm: str, cfg: TrainConfig, ids, pools) -> tuple[float, int]:
     """Seconds and nodes of the ID list on one arm."""
-    traverser, sigma, _ = build_worker_traverser(spec_of(cfg))
+    traverser, sigma, *_ = build_worker_traverser(spec_of(cfg))
     with_networks(sigma, cfg, traverser.dim, traverser.num_actions)
     start = time.perf_counter()
     if arm == "inline":
@@ -85,12 +85,14 @@ def run_arm(arm: str, cfg: TrainConfig, ids, pools) -> tuple[float, int]:
 
 
 def spec_of(cfg: TrainConfig) -> WorkerSpec:
-    return WorkerSpec(cfg.game, cfg.network, cfg.traversal, cfg.determinism, cfg.run.seed)
+    return WorkerSpec(
+        cfg.game, cfg.network, cfg.traversal, cfg.determinism, cfg.run.seed, cfg.value
+    )
 
 
 def shares(cfg: TrainConfig, ids) -> None:
     """Where inline traversal time goes, and the forward limit at the traversal's batches."""
-    traverser, sigma, _ = build_worker_traverser(spec_of(cfg))
+    traverser, sigma, *_ = build_worker_traverser(spec_of(cfg))
     with_networks(sigma, cfg, traverser.dim, traverser.num_actions)
     forwards = [Timed(f, rows_of=0) for f in sigma.forwards]
     sigma.forwards = forwards
@@ -145,7 +147,7 @@ def differing(cfg: TrainConfig, ids, inference_batch: int) -> tuple[int, int]:
     runs = []
     for cap in (0, inference_batch):
         capped = replace(cfg.traversal, inference_batch=cap)
-        traverser, sigma, _ = build_worker_traverser(replace(spec_of(cfg), traversal=capped))
+        traverser, sigma, *_ = build_worker_traverser(replace(spec_of(cfg), traversal=capped))
         with_networks(sigma, cfg, traverser.dim, traverser.num_actions)
         runs.append(run_traversals(traverser, ids))
     changed = sum(

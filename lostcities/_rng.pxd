@@ -20,7 +20,8 @@ cdef enum:
     PURPOSE_TRAVERSER = 4
     PURPOSE_ROLLOUT = 5
     PURPOSE_BRANCH = 6
-    # 7.. are Python-side purposes (lostcities.rng.Purpose): memory, training, ...
+    # 7..12 are Python-side purposes (lostcities.rng.Purpose): memory, training, ...
+    PURPOSE_VALUE = 13  # a value traversal: the key its own streams derive from
 
 cdef struct Rng:
     uint64_t state

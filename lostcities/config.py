@@ -41,6 +41,7 @@ GAMES = ("lost_cities", "kuhn", "leduc")  # lostcities/games/__init__.py make_ga
 UTILITIES = ("score_diff", "win_loss")
 NETWORK_KINDS = ("mlp", "color_shared")  # lostcities/cfr/networks.py
 SCHEMES = ("external", "rollout")  # lostcities/cfr/_traverse.pyx
+ACTION_VALUES = ("playout", "learned")  # lostcities/cfr/_traverse.pyx
 UPDATES = ("alternating", "simultaneous")  # lostcities/cfr/trainer.py
 INITIAL_STRATEGIES = ("uniform", "lost_cities_heuristic")  # lostcities/cfr/initial.py
 EXECUTORS = ("inline", "processes")  # lostcities/cfr/workers.py
@@ -119,6 +120,10 @@ class TraversalConfig:
     """rollout scheme: the fixed policy of the traverser's own trajectory: ``uniform`` or
     ``lost_cities_heuristic`` (a fixed mix, 10% uniform; trajectories then look like sensible
     play, so branching nodes sample the states an agent actually meets)."""
+    sampling_explore: float = checked(0.0, number_in("[0, 1]", lambda e: 0 <= e <= 1))
+    """rollout scheme: the share of uniform play mixed into ``sampling_policy``:
+    (1 - e) * policy + e * uniform (fixed across iterations like the policy itself), so
+    the traverser's trajectories also reach states the policy alone rarely does."""
     initial_strategy: str = checked("uniform", one_of(INITIAL_STRATEGIES))
     """sigma_1, played before a player's first advantage network exists: ``uniform``
     (textbook) or ``lost_cities_heuristic`` (see lostcities/cfr/initial.py; sound because
@@ -151,6 +156,42 @@ class TraversalConfig:
     debug_checks: bool = checked(False, boolean())
     """Check in the kernel that every sampled action is legal before applying it (the
     build turns off bounds checks, so a bad action would otherwise corrupt memory)."""
+    action_values: str = checked("playout", one_of(ACTION_VALUES))
+    """rollout scheme: how an action's value at a branching node is estimated.
+    ``playout``: ``rollouts`` on-policy playouts of sigma_t to the end (one network
+    forward per step once sigma_t is a network). ``learned``: sigma_t's learned history
+    value at the child (ESCHER, McAleer et al. 2022): one batched forward of the value
+    network (``value``) for every child of every branching node, so an iteration's cost
+    stays flat as sigma_t becomes a network; the network is trained each iteration on
+    sigma_t's own play (value traversals)."""
+    value_traversals_per_player: int = checked(500, integer(1))
+    """``learned``: value traversals per player and iteration (IDs (t, p, k) of their
+    own streams): the regret traversal's trajectory, then at each branching node one
+    uniformly random action and a playout of sigma_t to the end, whose states are the
+    value network's training samples."""
+    value_record: float = checked(0.1, number_in("[0, 1]", lambda p: 0 <= p <= 1))
+    """``learned``: each value playout's first state is a sample (from both seats' sides);
+    each later state is one with this probability."""
+
+
+@dataclass
+class ValueConfig:
+    """The learned history value of sigma_t (``traversal.action_values=learned``): an MLP
+    from both seats' information states (2 x the game's encoding) to the first seat's
+    utility, fitted by mean squared error to the value traversals' targets."""
+
+    hidden: int = checked(256, integer(1))
+    """Width of every hidden layer."""
+    layers: int = checked(2, integer(1))
+    """Hidden layers."""
+    steps: int = checked(1000, integer(1))
+    """Adam steps per iteration (the network continues from the previous iteration's)."""
+    batch_size: int = checked(512, integer(1))
+    lr: float = checked(1e-3, positive())
+    """Learning rate at the start of each fit; annealed to 0 over it (cosine)."""
+    capacity: int = checked(300_000, integer(1))
+    """Samples kept of one iteration's value traversals (a uniform reservoir): the data
+    is sigma_t's alone, so the memory starts empty every iteration."""
 
 
 @dataclass
@@ -211,6 +252,23 @@ class EvalConfig:
     play: str = checked("sampled", one_of(PLAY_MODES))
     """Lost Cities: how the agent's probabilities become moves: ``sampled`` or ``greedy``
     (the most probable legal action)."""
+    br_games: int = checked(0, even_integer(0))
+    """Lost Cities: games of a search best response against the agent (0: none), logged
+    as ``eval/br/*`` (lostcities/eval/br.py): its mean score difference is the margin by
+    which one-step deviations exploit the agent; learning makes it fall."""
+    br_redeals: int = checked(32, integer(1))
+    """Lost Cities: the best response's redeals of the hidden cards per decision."""
+    br_candidates: int = checked(5, integer(1))
+    """Lost Cities: the agent's most probable moves the best response tries per decision."""
+    br_agent_plies: int = checked(0, integer(0))
+    """Lost Cities: decisions after each tried move that the best response's playouts
+    give to the agent (its model of the opponent's reply) before sigma_1's rule."""
+    h2h_games: int = checked(0, even_integer(0))
+    """Lost Cities: games of the agent against the run's agent after iteration
+    ``h2h_iteration`` (0: none; played once the run is past it), logged as
+    ``eval/h2h/*``."""
+    h2h_iteration: int = checked(1, integer(1))
+    """Lost Cities: the earlier iteration the agent meets head to head."""
     paired_baseline: bool = checked(True, boolean())
     """Lost Cities: also play sigma_1 (the initial strategy, played the same way) on the
     same games and log the agent's paired gain over it (eval/<bot>/gain_*)."""
@@ -335,6 +393,11 @@ class RunConfig:
     threads wait on each other and training collapsed (Kuhn: 51 s per iteration at load 6.5
     against 1.1 s with 1 thread); the measurements behind the choice are in README.md
     ("Threads"). Traversal workers always run one thread each."""
+    fit_threads: int = checked(0, integer(0))
+    """torch intra-op threads while the trainer fits a network (0: ``run.threads``). The
+    traversal workers wait meanwhile, so on a machine of its own a run can give the fits
+    every core (2 threads: 1.8x faster Lost Cities fits on 2 cores); on a shared machine
+    keep 0 (see ``run.threads``)."""
     progress: bool = checked(True, boolean())
     """Print a header line, live progress of each phase (a tqdm bar on a terminal, a plain
     line every 30 s otherwise) and a summary line per iteration; false prints nothing."""
@@ -345,6 +408,7 @@ class TrainConfig:
     game: GameConfig = field(default_factory=GameConfig)
     network: NetworkConfig = field(default_factory=NetworkConfig)
     traversal: TraversalConfig = field(default_factory=TraversalConfig)
+    value: ValueConfig = field(default_factory=ValueConfig)
     memory: MemoryConfig = field(default_factory=MemoryConfig)
     optim: OptimConfig = field(default_factory=OptimConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)

@@ -95,6 +95,12 @@ CROSS_RULES: tuple[CrossRule, ...] = (
     _lost_cities_only("traversal.initial_strategy", "uniform"),
     # Kuhn and Leduc define no symmetry (lostcities/games/__init__.py GameSpec.symmetries)
     _lost_cities_only("optim.augment_symmetries", False),
+    # learned action values are the rollout scheme's (external sampling has no branching)
+    CrossRule(
+        "traversal.action_values",
+        lambda c: c.traversal.action_values == "playout" or c.traversal.scheme == "rollout",
+        lambda c: f"playout with traversal.scheme={c.traversal.scheme} (learned: rollout only)",
+    ),
     _arm_index("experiment.arm"),
     _arm_index("experiment.baseline"),
 )

@@ -20,6 +20,8 @@ CURVE_FILE = "learning_curve.png"
 CURVE_PANELS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("exploitability", ("eval/exploitability",)),
     ("win rate, seat 0", ("eval/*/win_rate0",)),
+    ("best-response margin (points)", ("eval/br/score_diff",)),
+    ("against iteration 1 (win rate)", ("eval/h2h/win_rate",)),
     ("score difference", ("eval/*/score_diff",)),
     ("advantage loss", ("loss/advantage", "loss/advantage/*")),
     ("strategy loss", ("loss/strategy", "loss/strategy/*")),

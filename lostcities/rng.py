@@ -33,6 +33,9 @@ class Purpose(IntEnum):
     EVALUATION = 10
     SEARCH = 11
     SEARCH_KEEP = 12
+    VALUE = 13  # value traversals (the kernel derives their streams from this key)
+    VALUE_MEMORY = 14
+    VALUE_TRAINING = 15
 
 
 def mix64(z: int) -> int:

@@ -319,6 +319,10 @@ def _progress_fields(m: dict[str, float]) -> dict[str, float | str]:
     for key, value in m.items():
         if key.endswith("/win_rate0"):
             fields["win " + key.split("/")[1]] = value
+    if "eval/br/score_diff" in m:
+        fields["br margin"] = m["eval/br/score_diff"]
+    if "eval/h2h/win_rate" in m:
+        fields["h2h win"] = m["eval/h2h/win_rate"]
     return fields
 
 

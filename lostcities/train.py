@@ -34,7 +34,9 @@ register_configs()
 
 def build_executor(cfg: TrainConfig) -> Executor | None:
     """The traversal worker pool ``traversal.executor`` asks for (None: inline)."""
-    spec = WorkerSpec(cfg.game, cfg.network, cfg.traversal, cfg.determinism, cfg.run.seed)
+    spec = WorkerSpec(
+        cfg.game, cfg.network, cfg.traversal, cfg.determinism, cfg.run.seed, cfg.value
+    )
     return make_executor(spec)
 
 
@@ -55,6 +57,8 @@ def build_trainer(
         executor=executor,
         amp=cfg.amp,
         compile=cfg.compile,
+        value=cfg.value,
+        fit_threads=cfg.run.fit_threads,
     )
 
 

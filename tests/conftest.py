@@ -59,10 +59,16 @@ LOST_CITIES_TINY = [
     "traversal.executor=inline",  # spawning workers costs seconds; results do not depend on it
     "traversal.first_traversals_per_player=8",
     "traversal.traversals_per_player=4",
+    "traversal.value_traversals_per_player=4",
+    "value.steps=10",
+    "value.batch_size=64",
     "optim.advantage_steps=20",
     "optim.strategy_steps=20",
     "eval.games=20",
     "eval.opponents=[cautious]",
+    "eval.br_games=2",
+    "eval.br_redeals=2",
+    "eval.h2h_games=4",
     "run.progress=false",
     "tracking.enabled=false",
 ]
@@ -91,6 +97,18 @@ def lost_cities_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
     run_dir = tmp_path_factory.mktemp("lost_cities_tiny")
     train_run(LOST_CITIES_TINY, run_dir)
     return run_dir / "checkpoints" / "ckpt_000002.pt"
+
+
+def load_exact_tree():
+    """tests/games/exact_tree.py (the slow, independent exact tree walks of the small
+    games) as a module: it is a test helper, not part of the package."""
+    import importlib.util
+
+    path = Path(__file__).resolve().parent / "games" / "exact_tree.py"
+    spec = importlib.util.spec_from_file_location("exact_tree_reference", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def session_processes(sid: int) -> list[int]:

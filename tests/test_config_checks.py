@@ -28,7 +28,7 @@ register_configs()  # the schemas conf/train.yaml composes against
 
 def test_every_field_of_config_py_declares_a_rule():
     keys = list(RULES)
-    assert len(keys) == len(set(keys)) == 84
+    assert len(keys) == len(set(keys)) == 101
     assert {c.key for c in CROSS_RULES} <= set(keys)
 
 
@@ -63,11 +63,13 @@ BAD_VALUES: dict[str, list[str]] = {
     "an integer >= 1": ["0", "-2"],
     "an integer in [1, 30000]": ["0", "30001"],
     "an even integer >= 2": ["0", "3"],
+    "an even integer >= 0": ["-2", "3"],
     "an integer in [0, 2^64)": ["-1", str(2**64)],
     "a finite number > 0": ["0", "-0.5", "inf", "nan"],
     "a finite number >= 0": ["-0.1", "inf"],
     "a number in (0, 1]": ["0", "1.5"],
     "a number in [0, 1)": ["-0.1", "1"],
+    "a number in [0, 1]": ["-0.1", "1.5"],
     "a non-empty string": ["''"],
     "null or a non-empty string": ["''"],
     "a list of non-empty strings": ["['']", "['+compile=off','']"],
@@ -87,6 +89,7 @@ CROSS_CASES: dict[str, list[str]] = {
     "traversal.sampling_policy": ["game=leduc", "traversal.sampling_policy=lost_cities_heuristic"],
     "traversal.initial_strategy": ["game=kuhn", "traversal.initial_strategy=lost_cities_heuristic"],
     "optim.augment_symmetries": ["game=kuhn", "optim.augment_symmetries=true"],
+    "traversal.action_values": ["game=leduc", "traversal.action_values=learned"],
     "experiment.arm": ["+experiment=compile_ab", "experiment.arm=2"],
     "experiment.baseline": ["+experiment=amp_ab", "experiment.baseline=3"],
 }

@@ -126,8 +126,20 @@ def test_run_records_everything_in_mlflow(tmp_path, mlflow_uri):
     assert len(read_metrics(tmp_path)) == 3
 
 
-def test_resumed_run_matches_uninterrupted_run(tmp_path):
+LEARNED_VALUES = [
+    "traversal.scheme=rollout",
+    "traversal.branch_prob=0.5",
+    "traversal.action_values=learned",
+    "traversal.value_traversals_per_player=10",
+    "value.steps=10",
+    "value.hidden=16",
+]
+
+
+@pytest.mark.parametrize("values", [[], LEARNED_VALUES], ids=["external", "learned_values"])
+def test_resumed_run_matches_uninterrupted_run(tmp_path, values):
     common = [
+        *values,
         "game=leduc",
         "network=small",
         "tracking.enabled=false",

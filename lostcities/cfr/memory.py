@@ -86,6 +86,11 @@ class ReservoirMemory:
                     slot_arr, features[row_arr], packed[row_arr], targets[row_arr], iteration
                 )
 
+    def clear(self) -> None:
+        """Empty the memory (the arrays stay allocated)."""
+        self.size = 0
+        self.seen = 0
+
     def _write(self, slots, features, packed, targets, iteration) -> None:
         self.features[slots] = features
         self.masks[slots] = packed

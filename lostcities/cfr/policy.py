@@ -33,24 +33,45 @@ class NetworkForward:
     With ``batch_invariant`` each row's output is bit-identical whatever rows share its
     batch: an MLP runs on the fixed-order per-row kernel (lostcities/cfr/inference.py,
     measured in benchmarks/bench_inference.py); any other module runs one row per forward
-    (a fixed shape, so a fixed BLAS path). Weights are read when this object is made:
-    build a new one after training the network.
+    (a fixed shape, so a fixed BLAS path). Without it, an MLP on the CPU still takes the
+    per-row kernel for batches of at most ``SMALL_BATCH`` rows: it skips the zero inputs
+    (~93 of Lost Cities' 1077) and torch's per-call overhead, 5.7x faster for one row and
+    about even at 64 (the traversal's trajectory queries are single rows); ``small_batch``
+    sets the bound (the value network, whose input is twice as sparse, runs it at every
+    size: ~20% faster than torch at 128-512 rows). Weights are read when this object is
+    made: build a new one after training the network.
     """
 
-    def __init__(self, net: torch.nn.Module, device: torch.device, batch_invariant: bool) -> None:
+    SMALL_BATCH = 64
+
+    def __init__(
+        self,
+        net: torch.nn.Module,
+        device: torch.device,
+        batch_invariant: bool,
+        small_batch: int = SMALL_BATCH,
+    ) -> None:
         self.net = net
+        self.small_batch = small_batch
         self.device = device
-        self.rowwise: RowwiseMLP | None = None
+        self.rowwise: RowwiseMLP | None = None  # every batch (batch_invariant)
+        self.small: RowwiseMLP | None = None  # batches of at most SMALL_BATCH rows
         self.per_row = False
+        try:
+            kernel = RowwiseMLP.from_module(net)
+        except TypeError:  # not an MLP
+            kernel = None
+            self.per_row = batch_invariant
         if batch_invariant:
-            try:
-                self.rowwise = RowwiseMLP.from_module(net)
-            except TypeError:  # not an MLP
-                self.per_row = True
+            self.rowwise = kernel
+        elif torch.device(device).type == "cpu":
+            self.small = kernel
 
     def __call__(self, features: np.ndarray) -> np.ndarray:
         if self.rowwise is not None:
             return self.rowwise.forward(np.ascontiguousarray(features, dtype=np.float32))
+        if self.small is not None and len(features) <= self.small_batch:
+            return self.small.forward(np.ascontiguousarray(features, dtype=np.float32))
         with torch.inference_mode():
             # np.require copies only read-only input (e.g. GameTree encodings), not the hot path
             x = torch.from_numpy(np.require(features, np.float32, "CW")).to(self.device)
@@ -106,6 +127,9 @@ class AdvantagePolicy:
     bound going to zero.
     With ``cache=True`` sigma is memoised per (player, features) until the
     networks change: exact, and on Kuhn/Leduc nearly every query is a hit.
+    It also carries sigma's learned history value (``set_value_network``, queried by
+    ``values``) when the traversals value actions with it, so that one snapshot takes
+    both to the workers.
     Rows are evaluated one player group at a time; a row's result depends
     only on its own features.
     """
@@ -127,6 +151,8 @@ class AdvantagePolicy:
         self.batch_invariant = batch_invariant
         self.device = torch.device(device)
         self.cache: dict[tuple[int, bytes], np.ndarray] | None = {} if cache else None
+        self.value_net: torch.nn.Module | None = None
+        self.value_forward: NetworkForward | None = None
         self.version = 0  # bumped on every network change; executors push on a new version
 
     @classmethod
@@ -162,28 +188,55 @@ class AdvantagePolicy:
         if self.cache is not None:
             self.cache.clear()
 
+    def set_value_network(self, net: torch.nn.Module | None) -> None:
+        """sigma's learned history value: ``net`` maps both seats' information states
+        (n, 2d) to the first seat's utility (n, 1)."""
+        self.value_net = net
+        self.value_forward = (
+            None
+            if net is None
+            else NetworkForward(net, self.device, self.batch_invariant, small_batch=2**31)
+        )
+        self.version += 1
+
+    def values(self, players: np.ndarray, features: np.ndarray, out: np.ndarray) -> None:
+        """The traversal kernel's value callback: write the learned value of each history
+        (features (n, 2d), ``players[i]``'s seat first) into ``out`` (n,)."""
+        if self.value_forward is None:
+            raise RuntimeError("the traversal asked for learned values before any was trained")
+        values = self.value_forward(features)[:, 0]
+        if not np.isfinite(values).all():
+            raise NonFiniteError("non-finite prediction from the value network")
+        out[:] = values
+
     def snapshot(self) -> dict:
         """Everything a worker's copy needs to play this sigma, picklable by value:
-        both players' clean weights (numpy), W_t and iterations."""
+        both players' clean weights (numpy), W_t and iterations, and the value net's."""
         return {
             "version": self.version,
             "weights": [None if n is None else state_dict_arrays(n) for n in self.nets],
             "regret_weights": list(self.regret_weights),
             "iterations": list(self.net_iterations),
+            "value": None if self.value_net is None else state_dict_arrays(self.value_net),
         }
 
-    def load_snapshot(self, snapshot: dict, new_net: Callable[[], torch.nn.Module]) -> None:
-        """Become the policy of ``snapshot``; ``new_net()`` builds a network to load into."""
+    def load_snapshot(
+        self,
+        snapshot: dict,
+        new_net: Callable[[], torch.nn.Module],
+        new_value_net: Callable[[], torch.nn.Module] | None = None,
+    ) -> None:
+        """Become the policy of ``snapshot``; ``new_net()`` builds a network to load into,
+        ``new_value_net()`` a value network (needed when the snapshot has one)."""
         for player in (0, 1):
-            weights = snapshot["weights"][player]
-            net = None
-            if weights is not None:
-                net = new_net()
-                net.load_state_dict({k: torch.from_numpy(v) for k, v in weights.items()})
-                net.eval()
             self.set_network(
-                player, net, snapshot["regret_weights"][player], snapshot["iterations"][player]
+                player,
+                _loaded(snapshot["weights"][player], new_net),
+                snapshot["regret_weights"][player],
+                snapshot["iterations"][player],
             )
+        if snapshot.get("value") is not None or self.value_net is not None:
+            self.set_value_network(_loaded(snapshot.get("value"), new_value_net))
         self.version = snapshot["version"]
 
     def advantages(self, player: int, features: np.ndarray) -> np.ndarray:
@@ -246,6 +299,16 @@ class AdvantagePolicy:
                 row = self.strategy(key[0], features[i : i + 1], masks[i : i + 1])[0]
                 self.cache[key] = row
             out[i] = row
+
+
+def _loaded(weights: dict | None, new_net) -> torch.nn.Module | None:
+    """A network built by ``new_net()`` holding ``weights`` (numpy arrays), in eval mode;
+    None for None."""
+    if weights is None:
+        return None
+    net = new_net()
+    net.load_state_dict({k: torch.from_numpy(v) for k, v in weights.items()})
+    return net.eval()
 
 
 def iteration_strategies(

@@ -20,17 +20,19 @@ change it.
 With ``optim.augment_symmetries`` every training row is relabelled by a
 random symmetry of the game (Lost Cities: a color permutation) first.
 
-``_fit`` is the one training loop of both phases: it samples minibatches and
-weights them; each step goes through :class:`lostcities.perf.step.TrainingStep`, the
-one owner of the performance switches (AMP, torch.compile, the GradScaler, gradient
-clipping). Networks are re-initialised in place every iteration (weights copied from a
-freshly built network: bit-identical to building it), so a compiled wrapper compiles
-once; sigma, weight pushes, evaluation and checkpoints only ever see the plain module.
+Every network is fitted by the one loop of lostcities/cfr/fitting.py, each step
+through :class:`lostcities.perf.step.TrainingStep`, the one owner of the performance
+switches (AMP, torch.compile, the GradScaler, gradient clipping). With
+``traversal.action_values=learned`` a :class:`~lostcities.cfr.values.ValueLearner`
+fits sigma_t's history value before the regret traversals of each iteration (of each
+player, with alternating updates). Networks are re-initialised in place every
+iteration (weights copied from a freshly built network: bit-identical to building it),
+so a compiled wrapper compiles once; sigma, weight pushes, evaluation and checkpoints
+only ever see the plain module.
 """
 
 from __future__ import annotations
 
-import math
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -39,6 +41,7 @@ from dataclasses import asdict
 import numpy as np
 import torch
 
+from lostcities.cfr.fitting import Fit, action_relabel, fit
 from lostcities.cfr.memory import ReservoirMemory
 from lostcities.cfr.networks import build_network
 from lostcities.cfr.policy import (
@@ -49,7 +52,8 @@ from lostcities.cfr.policy import (
     regret_weight,
 )
 from lostcities.cfr.traversal import TraversalId, make_traverser
-from lostcities.cfr.workers import Executor, InlineExecutor
+from lostcities.cfr.values import ValueLearner
+from lostcities.cfr.workers import Executor, InlineExecutor, ordered_results
 from lostcities.config import (
     AmpConfig,
     CompileConfig,
@@ -57,6 +61,7 @@ from lostcities.config import (
     NetworkConfig,
     OptimConfig,
     TraversalConfig,
+    ValueConfig,
 )
 from lostcities.games import GameSpec
 from lostcities.perf.step import TrainingStep
@@ -83,6 +88,8 @@ class DeepCFRTrainer:
         executor: Executor | None = None,
         amp: AmpConfig | None = None,
         compile: CompileConfig | None = None,
+        value: ValueConfig | None = None,
+        fit_threads: int = 0,
     ) -> None:
         """``batch_invariant``: every traversal and evaluation forward gives each row a result
         independent of its batch (determinism=strict). ``executor``: runs the traversals
@@ -90,7 +97,9 @@ class DeepCFRTrainer:
         precision of ``_fit`` (None: off). ``compile``: torch.compile of the fitted networks
         and/or the policy's evaluation forward (None: the group is absent, nothing compiled);
         with ``batch_invariant`` the row-wise evaluation kernel takes precedence over
-        ``compile.inference``. The config values are validated by
+        ``compile.inference``. ``value``: the learned history value's settings (used with
+        ``traversal.action_values=learned``). ``fit_threads``: torch threads while fitting
+        (0: unchanged). The config values are validated by
         lostcities/config_checks.py."""
         self.game = game
         self.network_cfg = network
@@ -102,7 +111,13 @@ class DeepCFRTrainer:
         self.iteration = 0  # completed iterations
         # forward, loss, backward, clipping and optimiser step under AMP / compile
         self.step = TrainingStep(
-            amp or AmpConfig(), compile, network, self.device, optim.grad_clip, batch_invariant
+            amp or AmpConfig(),
+            compile,
+            network,
+            self.device,
+            optim.grad_clip,
+            batch_invariant,
+            fit_threads,
         )
         dim, actions = game.encoding_size, game.num_actions
         self.advantage_memories = [
@@ -125,6 +140,16 @@ class DeepCFRTrainer:
         if optim.augment_symmetries:  # a game with symmetries: lostcities/config_checks.py
             self.symmetries = tuple(torch.from_numpy(i).to(self.device) for i in game.symmetries)
         self.sigma = AdvantagePolicy.from_config(traversal, device, batch_invariant)
+        self.values: ValueLearner | None = None
+        if traversal.action_values == "learned":
+            self.values = ValueLearner(
+                value or ValueConfig(),
+                traversal.value_traversals_per_player,
+                dim,
+                seed,
+                self.device,
+                self.symmetries,
+            )
         self.executor = executor or InlineExecutor(
             make_traverser(game.prototype, self.sigma, traversal, seed, utility_scale, win_loss)
         )
@@ -173,30 +198,27 @@ class DeepCFRTrainer:
         n_adv = n_strat = 0
         time_traversal = time_train = 0.0
         losses = []
+        value: dict[str, float] = {}
+        alternating = self.traversal_cfg.updates == "alternating"
         for player in (0, 1):
+            if self.values is not None and (alternating or player == 0):
+                learned = self.values.learn(
+                    t, (player,) if alternating else (0, 1), self.executor, self.sigma,
+                    self.step, self.progress,
+                )  # fmt: skip
+                value = _summed(value, learned)
             start = time.perf_counter()
             ids = [TraversalId(t, player, k) for k in range(self.traversals_at(t))]
             on_progress = None
             if self.progress is not None:
                 on_progress = _phase_progress(self.progress, f"traversal p{player}", len(ids))
             memory_stream = Stream(stream_key(self.seed, t, player, 0, Purpose.MEMORY))
-            merged = 0  # results merged so far: the next one must be ids[merged]
-            # Ordered merge, slice by slice as the executor yields them: memory content
-            # depends on the IDs only, and only a slice of samples is held at a time.
-            for part in self.executor.run(ids, self.sigma, on_progress):
-                if [r.id for r in part] != ids[merged : merged + len(part)]:
-                    raise RuntimeError(
-                        f"executor returned results out of ID order after {merged} of {len(ids)}"
-                    )
-                merged += len(part)
-                for result in part:
-                    self.advantage_memories[player].add(*result.advantage, t, memory_stream)
-                    self.strategy_memory.add(*result.strategy, t, memory_stream)
-                    n_adv += len(result.advantage.features)
-                    n_strat += len(result.strategy.features)
-                    totals.update(result.stats)
-            if merged != len(ids):
-                raise RuntimeError(f"executor returned {merged} results for {len(ids)} IDs")
+            for result in ordered_results(self.executor, ids, self.sigma, on_progress):
+                self.advantage_memories[player].add(*result.advantage, t, memory_stream)
+                self.strategy_memory.add(*result.strategy, t, memory_stream)
+                n_adv += len(result.advantage.features)
+                n_strat += len(result.strategy.features)
+                totals.update(result.stats)
             time_traversal += time.perf_counter() - start
             if self.traversal_cfg.updates == "alternating":
                 start = time.perf_counter()
@@ -217,6 +239,7 @@ class DeepCFRTrainer:
         return {
             **policy,
             **traversal,
+            **value,
             **perf,
             "loss/advantage": float(np.mean(losses)),
             "loss/advantage_p0": losses[0],
@@ -258,16 +281,18 @@ class DeepCFRTrainer:
             self.advantage_optimizers[player] = torch.optim.Adam(
                 net.parameters(), lr=self.optim.advantage_lr
             )
-        loss = self._fit(
+        how = self._fit_settings(
+            t, self.optim.advantage_steps, self.optim.advantage_batch_size, _regret_loss
+        )
+        loss = fit(
             net,
             self.advantage_optimizers[player],
             memory,
-            t,
-            self.optim.advantage_steps,
-            self.optim.advantage_batch_size,
+            how,
             self._generator(t, player, Purpose.TRAINING),
-            _regret_loss,
-            f"advantage p{player}",
+            self.step,
+            self.device,
+            self._fit_progress(f"advantage p{player}"),
         )
         net.eval()
         self.advantage_nets[player] = net
@@ -292,73 +317,43 @@ class DeepCFRTrainer:
             self.policy_optimizer = torch.optim.Adam(
                 self.policy_net.parameters(), lr=self.optim.strategy_lr
             )
-        self.policy_loss = self._fit(
+        how = self._fit_settings(
+            t, self.optim.strategy_steps, self.optim.strategy_batch_size, _policy_loss
+        )
+        self.policy_loss = fit(
             self.policy_net,
             self.policy_optimizer,
             self.strategy_memory,
-            t,
-            self.optim.strategy_steps,
-            self.optim.strategy_batch_size,
+            how,
             self._generator(t, 2, Purpose.TRAINING),
-            _policy_loss,
-            "policy",
+            self.step,
+            self.device,
+            self._fit_progress("policy"),
         )
         self.policy_net.eval()
         self.policy_forward = self._policy_forward()
         self.policy_trained_at = t
         return self.policy_loss
 
-    def _fit(
-        self, net, optimizer, memory, t, steps, batch_size, generator, loss_fn, phase=""
-    ) -> float:
-        """The one training loop (advantage and policy phases): ``steps`` minibatch steps of
-        ``net`` (the plain module); returns the mean loss of the last 10% of steps (losses
-        that an active AMP skipped as non-finite left out). ``phase`` names the loop to
-        ``self.progress``, told every ~1% of the steps. Each step is ``self.step``'s
-        (lostcities/perf/step.py: compile, autocast, scaler, clipping)."""
-        forward = self.step.forward_of(net)
-        net.train()
-        tail = []
-        progress = self.progress
-        every = max(1, math.ceil(steps / 100))
-        if progress is not None:
-            progress(phase, 0, steps)
-        base_lrs = [group["lr"] for group in optimizer.param_groups]
-        for step in range(steps):
-            if self.optim.lr_schedule == "cosine":
-                # Anneal to 0 within this fit: the last steps average out the sampled
-                # targets' noise instead of chasing it at a constant step size.
-                scale = 0.5 * (1.0 + math.cos(math.pi * step / steps))
-                for group, base in zip(optimizer.param_groups, base_lrs, strict=True):
-                    group["lr"] = base * scale
-            features, masks, targets, iterations = memory.sample(batch_size, generator, self.device)
-            if self.symmetries is not None:
-                features, masks, targets = self._relabel(features, masks, targets, generator)
-            weights = self._weights(iterations, t)
-            loss = self.step(net, forward, optimizer, features, loss_fn, masks, targets, weights)
-            if step >= steps - max(1, steps // 10):
-                tail.append(loss.item())
-            if progress is not None and ((step + 1) % every == 0 or step + 1 == steps):
-                progress(phase, step + 1, steps)
-        for group, base in zip(optimizer.param_groups, base_lrs, strict=True):
-            group["lr"] = base  # a continued optimiser (continual policy) starts from base again
-        self.step.check()
-        if self.step.skips_nonfinite:
-            tail = [x for x in tail if math.isfinite(x)] or [float("nan")]
-        return float(np.mean(tail))
-
-    def _relabel(self, features, masks, targets, generator):
-        """Each row under its own random symmetry: features (b, d), masks and targets (b, A).
-        Regrets and sigma are equivariant, so the relabelled row is a valid sample."""
-        feature_index, action_index = self.symmetries
-        pick = torch.from_numpy(generator.integers(0, len(feature_index), size=len(features)))
-        pick = pick.to(self.device)
-        actions = action_index[pick]  # (b, A)
-        return (
-            features.gather(1, feature_index[pick]),
-            masks.gather(1, actions),
-            targets.gather(1, actions),
+    def _fit_settings(self, t: int, steps: int, batch_size: int, loss_fn) -> Fit:
+        """How the advantage and policy nets are fitted at iteration t: linear CFR's
+        weights, rows relabelled by a random symmetry (``optim.augment_symmetries``)."""
+        relabel = None if self.symmetries is None else action_relabel(self.symmetries)
+        return Fit(
+            steps,
+            batch_size,
+            loss_fn,
+            weigh=lambda iterations: self._weights(iterations, t),
+            relabel=relabel,
+            lr_schedule=self.optim.lr_schedule,
         )
+
+    def _fit_progress(self, phase: str):
+        """``self.progress`` for one fit (``phase``), or None."""
+        if self.progress is None:
+            return None
+        progress = self.progress
+        return lambda done, total: progress(phase, done, total)
 
     # --- the learned strategies -------------------------------------------------------------
     def policy_probs(self, features: np.ndarray, masks: np.ndarray) -> np.ndarray:
@@ -392,6 +387,7 @@ class DeepCFRTrainer:
             "strategy_memory": self.strategy_memory.state_dict(),
             "network": asdict(self.network_cfg),
             "amp": self.step.state_dict(),
+            "values": None if self.values is None else self.values.state_dict(self.step),
         }
 
     def agent_state(self) -> dict:
@@ -437,9 +433,19 @@ class DeepCFRTrainer:
         self.policy_forward = self._policy_forward()
         if "amp" in state:  # older checkpoints have none
             self.step.load_state_dict(state["amp"])
+        if self.values is not None and state.get("values") is not None:
+            self.values.load_state_dict(state["values"], self.sigma)
         for memory, saved in zip(self.advantage_memories, state["advantage_memories"], strict=True):
             memory.load_state_dict(saved)
         self.strategy_memory.load_state_dict(state["strategy_memory"])
+
+
+def _summed(a: dict[str, float], b: dict[str, float]) -> dict[str, float]:
+    """Two value phases' metrics of one iteration (alternating updates) as one: counts and
+    times add up, the loss and variance are the second phase's."""
+    if not a:
+        return b
+    return {k: b[k] if k in ("value/loss", "value/target_variance") else a[k] + b[k] for k in b}
 
 
 def _phase_progress(progress, phase: str, total: int) -> Callable[[int], None]:

@@ -9,7 +9,13 @@ only how that list is split across processes.
 Schemes (see ``_traverse.pyx`` for the algorithms):
 ``external``: textbook external sampling, for Kuhn and Leduc.
 ``rollout``: fixed-policy trajectory plus branching nodes valued by
-on-policy rollouts, for Lost Cities (and measured on Leduc).
+on-policy rollouts, for Lost Cities (and measured on Leduc). Its action values come
+from playouts to the end or from sigma's learned history value (``action_values``).
+
+A traversal is a regret traversal (``kind`` ``regret``: advantage and strategy
+samples) or, with learned action values, a value traversal (``value``: the value
+network's training samples, from streams keyed apart from the regret traversal of
+the same (iteration, player, index)).
 
 Its pure-Python twin, ``lostcities.reference.traversal.PyTraverser``, re-implements
 both schemes over the same game kernels and streams; property tests require identical
@@ -29,23 +35,33 @@ from lostcities.config import TraversalConfig
 from lostcities.games._state import GameState
 
 CHANCE, TERMINAL = -1, -2
+REGRET, VALUE = "regret", "value"  # the kinds of traversal
 
 __all__ = [
+    "REGRET",
     "SCHEMES",
+    "VALUE",
     "Samples",
     "TraversalId",
     "TraversalResult",
+    "ValueSamples",
     "make_traverser",
     "run_traversals",
 ]
 
 
 class TraversalId(NamedTuple):
-    """Stable identity of one traversal; sorting by it fixes the merge order."""
+    """Stable identity of one traversal; sorting by it fixes the merge order (a call
+    runs IDs of one kind)."""
 
     iteration: int
     player: int
     index: int
+    kind: str = REGRET
+
+    @property
+    def key(self) -> tuple[int, int, int]:
+        return (self.iteration, self.player, self.index)
 
 
 class Samples(NamedTuple):
@@ -56,12 +72,21 @@ class Samples(NamedTuple):
     targets: np.ndarray
 
 
+class ValueSamples(NamedTuple):
+    """features float32 (n, 2d): both seats' information states, the valued seat's
+    first; targets float32 (n,): that seat's final utility under sigma."""
+
+    features: np.ndarray
+    targets: np.ndarray
+
+
 @dataclass
 class TraversalResult:
     id: TraversalId
-    advantage: Samples  # targets = instantaneous regrets of the traverser
-    strategy: Samples  # targets = sigma of the opponent at its sampled nodes
+    advantage: Samples | None  # targets = instantaneous regrets of the traverser
+    strategy: Samples | None  # targets = sigma of the opponent at its sampled nodes
     stats: dict[str, int]
+    values: ValueSamples | None = None  # a value traversal's samples (None otherwise)
 
 
 def make_traverser(
@@ -78,9 +103,14 @@ def make_traverser(
     sampling = None
     if cfg.sampling_policy != "uniform":  # uniform is the kernel's own fast path
         fixed = make_initial_strategy(cfg.sampling_policy)
+        explore = cfg.sampling_explore
 
         def sampling(players, features, masks, out):
             out[:] = fixed(players, features, masks)
+            if explore > 0:
+                legal = masks.astype(np.float64)
+                out *= 1.0 - explore
+                out += explore * legal / legal.sum(axis=1, keepdims=True)
 
     return Traverser(
         prototype,
@@ -94,6 +124,9 @@ def make_traverser(
         sampling_policy=sampling,
         inference_batch=cfg.inference_batch,
         debug_checks=cfg.debug_checks,
+        value_fn=policy.values if cfg.action_values == "learned" else None,
+        action_values=cfg.action_values,
+        value_record=cfg.value_record,
     )
 
 
@@ -101,6 +134,10 @@ def run_traversals(traverser, ids: list[TraversalId]) -> list[TraversalResult]:
     """Run ``ids`` in order with one traverser (kernel or twin)."""
     results = []
     for tid in ids:
-        adv, strat, stats = traverser.run(tid.iteration, tid.player, tid.index)
-        results.append(TraversalResult(tid, Samples(*adv), Samples(*strat), stats))
+        if tid.kind == VALUE:
+            (features, targets), stats = traverser.run_values(*tid.key)
+            results.append(TraversalResult(tid, None, None, stats, ValueSamples(features, targets)))
+        else:
+            adv, strat, stats = traverser.run(*tid.key)
+            results.append(TraversalResult(tid, Samples(*adv), Samples(*strat), stats))
     return results

@@ -33,7 +33,7 @@ import signal
 import weakref
 from collections import deque
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from typing import Protocol
 
@@ -41,8 +41,20 @@ import torch
 
 from lostcities.cfr.networks import build_network
 from lostcities.cfr.policy import AdvantagePolicy
-from lostcities.cfr.traversal import TraversalId, TraversalResult, make_traverser, run_traversals
-from lostcities.config import DeterminismConfig, GameConfig, NetworkConfig, TraversalConfig
+from lostcities.cfr.traversal import (
+    VALUE,
+    TraversalId,
+    TraversalResult,
+    make_traverser,
+    run_traversals,
+)
+from lostcities.config import (
+    DeterminismConfig,
+    GameConfig,
+    NetworkConfig,
+    TraversalConfig,
+    ValueConfig,
+)
 
 TASKS_PER_WORKER = 4  # automatic chunk size: about this many chunks per worker and call
 # ... and at most this many traversals: a Lost Cities rollout traversal sends ~0.35 MB of
@@ -104,6 +116,28 @@ def run_all(
     return [result for part in executor.run(ids, sigma) for result in part]
 
 
+def ordered_results(
+    executor: Executor,
+    ids: list[TraversalId],
+    sigma: AdvantagePolicy,
+    on_progress: Callable[[int], None] | None = None,
+) -> Iterator[TraversalResult]:
+    """The results of ``ids`` one by one, in ID order, as the executor's slices arrive
+    (the trainer merges them into its memories as they come: what a memory holds then
+    depends on the IDs only, and only a slice of samples is in flight). Raises
+    RuntimeError if the executor breaks its contract (order, count)."""
+    merged = 0  # results yielded so far: the next one must be ids[merged]
+    for part in executor.run(ids, sigma, on_progress):
+        if [r.id for r in part] != ids[merged : merged + len(part)]:
+            raise RuntimeError(
+                f"executor returned results out of ID order after {merged} of {len(ids)}"
+            )
+        merged += len(part)
+        yield from part
+    if merged != len(ids):
+        raise RuntimeError(f"executor returned {merged} results for {len(ids)} IDs")
+
+
 @dataclass(frozen=True)
 class WorkerSpec:
     """What a worker process rebuilds its traverser from: configs and plain values."""
@@ -113,10 +147,18 @@ class WorkerSpec:
     traversal: TraversalConfig
     determinism: DeterminismConfig
     seed: int
+    value: ValueConfig = field(default_factory=ValueConfig)
+
+
+def value_network(cfg: ValueConfig, encoding_size: int, seed: int) -> torch.nn.Module:
+    """A fresh history-value MLP: both seats' encodings (2 * encoding_size) -> 1."""
+    network = NetworkConfig(name="value", hidden=cfg.hidden, layers=cfg.layers)
+    return build_network(network, 2 * encoding_size, 1, seed=seed)
 
 
 def build_worker_traverser(spec: WorkerSpec):
-    """(traverser, sigma, new_net) of a worker; sigma starts at sigma_1 (no networks)."""
+    """(traverser, sigma, new_net, new_value_net) of a worker; sigma starts at sigma_1
+    (no networks)."""
     from lostcities.games import make_game  # the game kernels load in the worker only
 
     game = make_game(spec.game)
@@ -135,7 +177,10 @@ def build_worker_traverser(spec: WorkerSpec):
     def new_net() -> torch.nn.Module:  # the weights are loaded over the initial ones
         return build_network(spec.network, game.encoding_size, game.num_actions, seed=0)
 
-    return traverser, sigma, new_net
+    def new_value_net() -> torch.nn.Module:
+        return value_network(spec.value, game.encoding_size, seed=0)
+
+    return traverser, sigma, new_net, new_value_net
 
 
 def _worker_main(spec: WorkerSpec, conn: Connection) -> None:
@@ -146,7 +191,7 @@ def _worker_main(spec: WorkerSpec, conn: Connection) -> None:
     from lostcities.perf.determinism import apply_determinism
 
     apply_determinism(spec.determinism)
-    traverser, sigma, new_net = build_worker_traverser(spec)
+    traverser, sigma, new_net, new_value_net = build_worker_traverser(spec)
     while True:
         try:
             message = conn.recv()
@@ -156,7 +201,7 @@ def _worker_main(spec: WorkerSpec, conn: Connection) -> None:
         if kind == "stop":
             return
         if kind == "policy":
-            sigma.load_snapshot(message[1], new_net)
+            sigma.load_snapshot(message[1], new_net, new_value_net)
             continue
         _, task, ids = message
         try:
@@ -172,9 +217,10 @@ def _worker_main(spec: WorkerSpec, conn: Connection) -> None:
 def describe_ids(ids: list[TraversalId]) -> str:
     """A chunk's IDs in one short phrase: chunks are consecutive indices of one (t, p)."""
     first, last = ids[0], ids[-1]
+    what = "value traversal" if first.kind == VALUE else "traversal"
     if len(ids) == 1:
-        return f"traversal ID {tuple(first)}"
-    return f"traversal IDs {tuple(first)}..{tuple(last)} ({len(ids)} IDs)"
+        return f"{what} ID {first.key}"
+    return f"{what} IDs {first.key}..{last.key} ({len(ids)} IDs)"
 
 
 class _Worker:

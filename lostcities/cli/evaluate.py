@@ -15,6 +15,15 @@ gain over all pairs of all checkpoints.
 ``--search K`` plays every agent, and sigma_1 with it, through the play-time search of
 lostcities/eval/search.py (K redeals per decision; ``--search-*`` set the rest) instead
 of the play modes; the table then also gives the search's milliseconds per move.
+
+Learning over a run: ``--iteration K`` evaluates the agents as they were after iteration
+K (sdcfr, current; the default is the file's last), and ``--versus-iteration J`` pairs
+them with the same run's agent after iteration J, played the same way on the same games,
+instead of sigma_1 (``--iteration 20 --versus-iteration 1``: has the run improved on its
+first iteration?). ``--br-games N`` adds each agent's best-response margin
+(lostcities/eval/br.py: a search best response's mean score difference against it, the
+searcher's model of the agent drawing its own randomness), the baseline's with
+``--versus-iteration``, and their paired difference on the same deals.
 """
 
 from __future__ import annotations
@@ -31,8 +40,9 @@ import torch
 
 from lostcities.cli.search_options import add_search_arguments, search_config_from_args
 from lostcities.eval.agents import AGENT_KINDS, PLAY_MODES, agents_from_checkpoint
+from lostcities.eval.br import best_response_match
 from lostcities.eval.evaluators import evaluation_match
-from lostcities.eval.match import paired_gain, pooled_paired_gain
+from lostcities.eval.match import normal_interval, paired_gain, pooled_paired_gain
 from lostcities.eval.opponents import BOT_NAMES
 from lostcities.eval.search import SearchAgent
 
@@ -63,12 +73,30 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--jobs", type=int, default=1, help="checkpoints evaluated in parallel processes"
     )
     parser.add_argument("--json", metavar="FILE", help="also write every number here")
+    parser.add_argument(
+        "--iteration", type=int, metavar="K", help="the agents after iteration K (default: last)"
+    )
+    parser.add_argument(
+        "--versus-iteration",
+        type=int,
+        metavar="J",
+        dest="versus",
+        help="pair with the same run's agent after iteration J instead of sigma_1",
+    )
+    parser.add_argument(
+        "--br-games", type=int, default=0, metavar="N", help="best-response games per agent"
+    )
     add_search_arguments(parser)
     args = parser.parse_args(argv)
     if args.jobs < 1 or args.threads < 1:
         parser.error(f"--jobs and --threads must be >= 1, got {args.jobs} and {args.threads}")
     if args.games <= 0 or args.games % 2:
         parser.error(f"--games must be a positive even number (seats alternate), got {args.games}")
+    if args.br_games < 0 or args.br_games % 2:
+        parser.error(f"--br-games must be an even number >= 0, got {args.br_games}")
+    for flag, value in (("--iteration", args.iteration), ("--versus-iteration", args.versus)):
+        if value is not None and value < 1:
+            parser.error(f"{flag} must be >= 1, got {value}")
     args.agents = _names(args.agents, [k for k in AGENT_KINDS if k != "sigma1"], "--agents")
     args.play = _names(args.play, PLAY_MODES, "--play")
     args.bots = _names(args.bots, BOT_NAMES, "--bots")
@@ -86,10 +114,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return args
 
 
-def evaluate_checkpoint(path: str, kinds: Sequence[str], args: argparse.Namespace) -> dict:
+def evaluate_checkpoint(
+    path: str, kinds: Sequence[str], args: argparse.Namespace, iteration: int | None = None
+) -> dict:
     """{(kind, play, bot): (MatchResult, search ms per move or None)} for the agents
-    ``kinds`` of one checkpoint, and {"initial_strategy": name}."""
-    agents = agents_from_checkpoint(path, [*kinds, "sigma1"], seed=args.seed)
+    ``kinds`` of one checkpoint (as after ``iteration``; None: its last), {("br", kind):
+    the best response's MatchResult} with ``--br-games``, and {"initial_strategy": name}."""
+    wanted = [*kinds, "sigma1"] if "sigma1" not in kinds else list(kinds)
+    agents = agents_from_checkpoint(path, wanted, seed=args.seed, iteration=iteration)
     out = {"initial_strategy": agents["sigma1"].rule}
     for play in args.play:
         for bot in args.bots:
@@ -102,19 +134,30 @@ def evaluate_checkpoint(path: str, kinds: Sequence[str], args: argparse.Namespac
                 ).result
                 per_move = 1000 * agent.seconds / agent.decisions if play == "search" else None
                 out[(kind, play, bot)] = (match, per_move)
+    if args.br_games and "sigma1" not in kinds:  # sigma_1 is a baseline, never the agent
+        models = agents_from_checkpoint(path, kinds, seed=args.seed + 1, iteration=iteration)
+        for kind in kinds:
+            match = best_response_match(agents[kind], models[kind], args.br_games, args.seed)
+            out[("br", kind)] = match.result
     return out
 
 
-def _evaluate_in_worker(path: str, kinds: Sequence[str], args: argparse.Namespace) -> dict:
+def _evaluate_in_worker(
+    path: str, kinds: Sequence[str], args: argparse.Namespace, iteration: int | None
+) -> dict:
     torch.set_num_threads(args.threads)
-    return evaluate_checkpoint(path, kinds, args)
+    return evaluate_checkpoint(path, kinds, args, iteration)
 
 
-def pair_with_baseline(agent_results: list[dict], baseline: dict) -> list[dict]:
-    """Each checkpoint's {(kind, play, bot): (agent's MatchResult, sigma_1's, ms per move)}:
-    sigma_1 was played once (from the first checkpoint); every checkpoint must share it."""
+def pair_with_baseline(agent_results: list[dict], baselines: list[dict]) -> list[dict]:
+    """Each checkpoint's {(kind, play, bot): (agent's MatchResult, the baseline's, ms per
+    move)} and {("br", kind): (the best response's MatchResult against the agent, against
+    the baseline or None)}. ``baselines``: one result (sigma_1, played once from the first
+    checkpoint: every checkpoint must share it), or one per checkpoint (its own agents of
+    an earlier iteration)."""
     paired = []
-    for result in agent_results:
+    for index, result in enumerate(agent_results):
+        baseline = baselines[index if len(baselines) > 1 else 0]
         if result["initial_strategy"] != baseline["initial_strategy"]:
             raise ValueError(
                 f"checkpoints start from different initial strategies "
@@ -123,10 +166,15 @@ def pair_with_baseline(agent_results: list[dict], baseline: dict) -> list[dict]:
             )
         pairs = {}
         for key, value in result.items():
-            if key != "initial_strategy":
-                _, play, bot = key
-                match, per_move = value
-                pairs[key] = (match, baseline[("sigma1", play, bot)][0], per_move)
+            if key == "initial_strategy":
+                continue
+            if key[0] == "br":
+                pairs[key] = (value, baseline.get(key))
+                continue
+            kind, play, bot = key
+            match, per_move = value
+            own = baseline.get((kind, play, bot)) or baseline[("sigma1", play, bot)]
+            pairs[key] = (match, own[0], per_move)
         paired.append(pairs)
     return paired
 
@@ -139,12 +187,16 @@ def _spread(values: list[float], fmt: str) -> str:
 
 def report(results: list[dict], args: argparse.Namespace) -> tuple[str, list[dict]]:
     """Markdown table and JSON rows over the checkpoints."""
+    baseline = (
+        "sigma_1" if args.versus is None else f"the run's agent after iteration {args.versus}"
+    )
+    at = "" if args.iteration is None else f"agents after iteration {args.iteration}; "
     lines = [
-        f"{len(results)} checkpoint(s), {args.games} games per bot, match seed {args.seed}; "
-        "mean (min..max over checkpoints); gain = agent minus sigma_1 on the same games, "
+        f"{len(results)} checkpoint(s), {at}{args.games} games per bot, match seed {args.seed}; "
+        f"mean (min..max over checkpoints); gain = agent minus {baseline} on the same games, "
         "95% interval over the games (each game's differences averaged over the checkpoints)",
         "",
-        "| agent | play | bot | win rate | score diff | sigma1 win rate | gain win rate "
+        "| agent | play | bot | win rate | score diff | baseline win rate | gain win rate "
         "[95%] | gain score [95%] |" + (" ms/move |" if args.search else ""),
         "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: |"
         + (" ---: |" if args.search else ""),
@@ -195,16 +247,52 @@ def report(results: list[dict], args: argparse.Namespace) -> tuple[str, list[dic
                         "sigma1_score_diffs": list(pairs[0][1].diffs),
                     }
                 )
+    if args.br_games:
+        lines += ["", *best_response_report(results, args, rows)]
     return "\n".join(lines), rows
+
+
+def best_response_report(results: list[dict], args: argparse.Namespace, rows: list) -> list[str]:
+    """The best response's margin against each agent (and the baseline's, and their paired
+    difference: agent's margin minus the baseline's, pooled over the checkpoints)."""
+    lines = [
+        f"best response ({args.br_games} games per agent): its mean score difference against "
+        "the agent, 95% interval over the games",
+        "",
+        "| agent | margin [95%] | baseline's margin | margin minus baseline's [95%] |",
+        "| --- | ---: | ---: | ---: |",
+    ]
+    for kind in args.agents:
+        against = [r[("br", kind)] for r in results]  # (vs agent, vs baseline or None)
+        margins = [a.mean_diff() for a, _ in against]
+        pooled = [sum(d) / len(d) for d in zip(*(a.diffs for a, _ in against), strict=True)]
+        low, high = normal_interval([float(x) for x in pooled])
+        row = {"agent": kind, "br_margin": margins, "br_margin_ci": (low, high)}
+        text = f"| {kind} | {_spread(margins, '+.1f')} [{low:+.1f}, {high:+.1f}] |"
+        if all(b is not None for _, b in against):
+            base = [b.mean_diff() for _, b in against]
+            gain = pooled_paired_gain([(a, b) for a, b in against])
+            glo, ghi = gain.score_diff_ci
+            text += f" {_spread(base, '+.1f')} | {gain.score_diff:+.1f} [{glo:+.1f}, {ghi:+.1f}] |"
+            row |= {"baseline_br_margin": base, "br_margin_change": gain.score_diff,
+                    "br_margin_change_ci": gain.score_diff_ci}  # fmt: skip
+        else:
+            text += " | |"
+        lines.append(text)
+        rows.append(row)
+    return lines
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     torch.set_num_threads(args.threads)
     start = time.perf_counter()
-    # sigma_1 is the same rule for every checkpoint (checked): it plays once, as task 0
-    tasks = [(args.checkpoints[0], ["sigma1"], args)]
-    tasks += [(path, args.agents, args) for path in args.checkpoints]
+    if args.versus is None:
+        # sigma_1 is the same rule for every checkpoint (checked): it plays once, as task 0
+        baselines = [(args.checkpoints[0], ["sigma1"], args, None)]
+    else:  # each run against its own earlier agents
+        baselines = [(path, args.agents, args, args.versus) for path in args.checkpoints]
+    tasks = baselines + [(path, args.agents, args, args.iteration) for path in args.checkpoints]
     try:
         if args.jobs > 1:  # one process per task: the matches are independent
             context = multiprocessing.get_context("spawn")
@@ -212,7 +300,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 done = pool.starmap(_evaluate_in_worker, tasks)
         else:
             done = [evaluate_checkpoint(*task) for task in tasks]
-        results = pair_with_baseline(done[1:], done[0])
+        results = pair_with_baseline(done[len(baselines) :], done[: len(baselines)])
     except (OSError, ValueError) as e:  # CheckpointError is a ValueError
         print(f"error: {e}", file=sys.stderr)
         return 2

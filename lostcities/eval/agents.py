@@ -173,11 +173,16 @@ class SingleDeepCFRAgent:
 
 
 def agents_from_checkpoint(
-    path: str | Path, kinds: Sequence[str] = AGENT_KINDS, seed: int = 0
+    path: str | Path,
+    kinds: Sequence[str] = AGENT_KINDS,
+    seed: int = 0,
+    iteration: int | None = None,
 ) -> dict[str, Agent]:
     """The agents of a run's agent file (``agent.pt`` in its run directory) or of a training
     checkpoint (see the module docstring for the kinds).
-    ``seed`` keys single Deep CFR's per-game iteration draws."""
+    ``seed`` keys single Deep CFR's per-game iteration draws. ``iteration``: the agents as
+    they were after that iteration (None: the file's last); the policy net's earlier
+    weights are not kept, so ``policy`` is only available at the last."""
     from lostcities.checkpoint import load_checkpoint
     from lostcities.config import TrainConfig
     from lostcities.games import lost_cities_spec as spec
@@ -194,6 +199,19 @@ def agents_from_checkpoint(
         )
     cfg = _typed(TrainConfig, state["config"])
     trainer = state.get("agent") or state["trainer"]  # an agent file, or a checkpoint
+    final = int(trainer["iteration"])
+    per_iteration = trainer.get("iteration_advantage_nets", [[], []])
+    if iteration is not None and iteration != final:
+        if not 1 <= iteration < final or len(per_iteration[0]) < final:
+            raise ValueError(
+                f"{path}: iteration {iteration} is not one of its iterations 1..{final} "
+                "with their advantage nets"
+            )
+        if "policy" in kinds:
+            raise ValueError(f"{path}: the policy net of iteration {iteration} is not kept")
+        per_iteration = [nets[:iteration] for nets in per_iteration]
+        trainer = {**trainer, "iteration": iteration}
+        trainer["advantage_nets"] = [nets[-1] for nets in per_iteration]
     dim, actions = spec.ENCODING_SIZE, spec.NUM_ACTIONS
     network = NetworkConfig(**trainer["network"])
     invariant = cfg.determinism.batch_invariant_inference
@@ -211,7 +229,6 @@ def agents_from_checkpoint(
         )
         agents["current"] = StrategyAgent("current", current)
     if "sdcfr" in kinds:
-        per_iteration = trainer.get("iteration_advantage_nets", [[], []])
         if not per_iteration[0]:
             raise ValueError(
                 f"{path}: no per-iteration advantage nets in this checkpoint (written before "
@@ -261,6 +278,36 @@ def trainer_agent(trainer, kind: str, seed: int) -> Agent:
     if kind == "sigma1":
         return StrategyAgent("sigma1", trainer.sigma.initial)
     raise ValueError(f"eval.agent must be one of {AGENT_KINDS}, got {kind!r}")
+
+
+def earlier_agent(trainer, kind: str, iteration: int, seed: int) -> Agent:
+    """The running trainer's agent of ``kind`` as it was after ``iteration`` (< the
+    trainer's): single Deep CFR over iterations 1..iteration, or ``current``: regret
+    matching on that iteration's advantage nets (sigma_{iteration + 1}). The policy net's
+    past weights are not kept: ValueError for ``policy``."""
+    nets = [per_player[:iteration] for per_player in trainer.iteration_advantage_nets]
+    dims = (trainer.game.encoding_size, trainer.game.num_actions)
+    if kind == "sdcfr":
+        return sdcfr_agent(
+            trainer.network_cfg,
+            trainer.traversal_cfg,
+            nets,
+            trainer.batch_invariant,
+            seed,
+            trainer.utility_scale,
+        )
+    if kind == "current":
+        last = [per_player[-1:] for per_player in nets]
+        (strategy,) = iteration_strategies(
+            trainer.network_cfg,
+            trainer.traversal_cfg,
+            last,
+            dims,
+            trainer.batch_invariant,
+            first_iteration=iteration,
+        )
+        return StrategyAgent("current", strategy)
+    raise ValueError(f"no earlier {kind!r} agent: the run keeps past advantage nets only")
 
 
 def _typed(schema, container: dict):

@@ -18,7 +18,8 @@ import numpy as np
 from lostcities.cfr.exploitability import GameTree
 from lostcities.cfr.policy import iteration_strategies
 from lostcities.config import EvalConfig
-from lostcities.eval.agents import Agent, trainer_agent
+from lostcities.eval.agents import Agent, earlier_agent, trainer_agent
+from lostcities.eval.br import best_response_match, head_to_head
 from lostcities.eval.match import MatchResult, PlayedMatch, paired_gain, play_match
 from lostcities.eval.players import AgentPlayer, BotPlayer
 from lostcities.games import lost_cities_spec as spec
@@ -99,7 +100,10 @@ def evaluation_match(
 class LostCitiesEvaluator:
     """Matches of the run's agent (``eval.agent``, played ``eval.play``) against every
     configured bot; with ``eval.paired_baseline`` also sigma_1 played the same way on the
-    same games (computed once per run: it never changes), and the paired gain over it."""
+    same games (computed once per run: it never changes), and the paired gain over it.
+    With ``eval.br_games`` a search best response's margin against the agent
+    (``eval/br/*``), with ``eval.h2h_games`` the agent against the run's agent of
+    iteration ``eval.h2h_iteration`` (``eval/h2h/*``): lostcities/eval/br.py."""
 
     def __init__(self, cfg: EvalConfig, max_turns: int) -> None:
         # eval.opponents, eval.agent and eval.play: validated by lostcities/config_checks.py
@@ -115,7 +119,7 @@ class LostCitiesEvaluator:
 
     def evaluate(self, trainer) -> dict[str, float]:
         agent = trainer_agent(trainer, self.cfg.agent, self.cfg.seed)
-        metrics: dict[str, float] = {}
+        metrics = self.progress(trainer, agent)
         for name in self.cfg.opponents:
             match = self.match(agent, name)
             low, high = match.result.win_rate_ci()
@@ -151,3 +155,40 @@ class LostCitiesEvaluator:
                     }
                 )
         return metrics
+
+    def progress(self, trainer, agent: Agent) -> dict[str, float]:
+        """``eval/br/*`` and ``eval/h2h/*``: the best response's margin and the earlier
+        agent's match (each when asked for)."""
+        cfg, metrics = self.cfg, {}
+        if cfg.br_games:
+            model = trainer_agent(trainer, cfg.agent, stream_key(cfg.seed, 1, 0, 0, BR_MODEL))
+            match = best_response_match(
+                agent, model, cfg.br_games, cfg.seed, cfg.br_redeals, cfg.br_candidates,
+                self.max_turns, cfg.br_agent_plies,
+            )  # fmt: skip
+            metrics.update(_match_metrics("eval/br", match.result))
+        if cfg.h2h_games and trainer.iteration > cfg.h2h_iteration:
+            earlier = earlier_agent(trainer, cfg.agent, cfg.h2h_iteration, cfg.seed)
+            match = head_to_head(
+                agent, earlier, cfg.h2h_games, cfg.seed, cfg.batch_size, self.max_turns
+            )
+            metrics.update(_match_metrics("eval/h2h", match.result))
+        return metrics
+
+
+# Fourth word of the seed of the best response's copy of the agent: its own draws.
+BR_MODEL = 0xB12
+
+
+def _match_metrics(prefix: str, result: MatchResult) -> dict[str, float]:
+    """Player A's win rate and mean score difference, each with its 95% interval."""
+    low, high = result.win_rate_ci()
+    diff_low, diff_high = result.mean_diff_ci()
+    return {
+        f"{prefix}/win_rate": result.win_rate(),
+        f"{prefix}/win_rate_low": low,
+        f"{prefix}/win_rate_high": high,
+        f"{prefix}/score_diff": result.mean_diff(),
+        f"{prefix}/score_diff_low": diff_low,
+        f"{prefix}/score_diff_high": diff_high,
+    }

@@ -17,8 +17,9 @@ op: forward, loss, ``zero_grad``, backward, clipping, step.
 
 from __future__ import annotations
 
+import contextlib
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 
 import torch
 
@@ -50,8 +51,11 @@ class TrainingStep:
         device: torch.device,
         grad_clip: float,
         batch_invariant: bool = False,
+        threads: int = 0,
     ) -> None:
+        """``threads``: torch intra-op threads during a fit (0: leave them as they are)."""
         self.amp = MixedPrecision(amp, device)
+        self.threads = threads
         self.compile = compile
         self.grad_clip = grad_clip
         self.compile_inference = compile is not None and compile.inference and not batch_invariant
@@ -109,6 +113,18 @@ class TrainingStep:
     def weights(net: torch.nn.Module) -> dict[str, torch.Tensor]:
         """``net``'s weights as plain CPU tensors under the plain module's key names."""
         return clean_state_dict(net)
+
+    @contextlib.contextmanager
+    def fitting(self) -> Iterator[None]:
+        """The block of a fit: torch runs ``threads`` intra-op threads in it (when set),
+        and the count it had after."""
+        previous = torch.get_num_threads()
+        if self.threads:
+            torch.set_num_threads(self.threads)
+        try:
+            yield
+        finally:
+            torch.set_num_threads(previous)
 
     # --- one step -----------------------------------------------------------------------
     def __call__(

@@ -8,12 +8,16 @@ Slow; for tests and benchmarks only.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from lostcities.games._state import GameState
 from lostcities.rng import Purpose, Stream, stream_key
 
 CHANCE, TERMINAL = -1, -2
+VALUE_EXPLORE, VALUE_RECORD = 7, 8  # sub-stream words of a value traversal's key
+STATS = ("nodes", "terminals", "branch_nodes", "playouts", "queries", "query_rows")
 
 
 class PyTraverser:
@@ -30,8 +34,14 @@ class PyTraverser:
         utility_scale: float = 1.0,
         win_loss: bool = False,
         sampling_policy=None,
+        value_fn=None,
+        action_values: str = "playout",
+        value_record: float = 0.0,
     ) -> None:
         self.prototype = prototype.copy()
+        self.value_fn = value_fn
+        self.action_values = action_values
+        self.value_record = value_record
         self.policy = policy
         self.scheme = scheme
         self.seed = seed
@@ -60,25 +70,59 @@ class PyTraverser:
         )
         return out
 
-    def run(self, iteration: int, player: int, index: int):
-        def stream(purpose: int) -> Stream:
-            return Stream(stream_key(self.seed, iteration, player, index, purpose))
+    def _value_query(self, players: list[int], features: list) -> np.ndarray:
+        self.stats["value_queries"] += 1
+        self.stats["value_rows"] += len(players)
+        out = np.zeros(len(players))
+        self.value_fn(np.array(players, dtype=np.int8), np.array(features, np.float32), out)
+        return out
 
-        self.chance, self.opp = stream(Purpose.CHANCE), stream(Purpose.OPPONENT)
-        self.trav, self.branch = stream(Purpose.TRAVERSER), stream(Purpose.BRANCH)
-        self.rollout_key = stream_key(self.seed, iteration, player, index, Purpose.ROLLOUT)
+    @staticmethod
+    def _history(state, player: int) -> np.ndarray:
+        return np.concatenate([state.encoding(player), state.encoding(1 - player)])
+
+    def _begin(self, key: Callable[[int], int]) -> None:
+        # key(purpose): the traversal's stream key for that purpose
+        self.chance, self.opp = Stream(key(Purpose.CHANCE)), Stream(key(Purpose.OPPONENT))
+        self.trav, self.branch = Stream(key(Purpose.TRAVERSER)), Stream(key(Purpose.BRANCH))
+        self.rollout_key = key(Purpose.ROLLOUT)
         self.adv: list[tuple] = []
         self.strat: list[tuple] = []
-        self.stats = dict.fromkeys(
-            ("nodes", "terminals", "branch_nodes", "playouts", "queries", "query_rows"), 0
-        )
+        self.stats = dict.fromkeys(STATS, 0)
+        if self.action_values == "learned":
+            self.stats |= {"value_queries": 0, "value_rows": 0}
+
+    def run(self, iteration: int, player: int, index: int):
+        def key(purpose: int) -> int:
+            return stream_key(self.seed, iteration, player, index, purpose)
+
+        self._begin(key)
         root = self.prototype.copy()
-        root.reset_from_state(stream_key(self.seed, iteration, player, index, Purpose.DEAL))
+        root.reset_from_state(key(Purpose.DEAL))
         if self.scheme == "external":
             self._external(root, player)
         else:
-            self._rollout_scheme(root, player)
+            self._rollout_scheme(root, player, values=False)
         return self._pack(self.adv), self._pack(self.strat), self.stats
+
+    def run_values(self, iteration: int, player: int, index: int):
+        """The twin of ``Traverser.run_values``: (features, targets), stats."""
+        base = stream_key(self.seed, iteration, player, index, Purpose.VALUE)
+
+        def key(word: int) -> int:
+            return stream_key(base, word, 0, 0, 0)
+
+        self._begin(key)
+        self.record = Stream(key(VALUE_RECORD))
+        self.explore_key = key(VALUE_EXPLORE)
+        self.vals: list[tuple] = []  # (features, playout, seat)
+        root = self.prototype.copy()
+        root.reset_from_state(key(Purpose.DEAL))
+        targets = self._rollout_scheme(root, player, values=True)
+        d = 2 * self.prototype.encoding_size
+        features = np.array([f for f, _, _ in self.vals], np.float32).reshape(-1, d)
+        self.stats["value_samples"] = len(self.vals)
+        return (features, np.array(targets, np.float32)), self.stats
 
     def _pack(self, rows: list[tuple]):
         d, a = self.prototype.encoding_size, self.num_actions
@@ -127,7 +171,7 @@ class PyTraverser:
         return self._external(child, traverser)
 
     # --- trajectory + branching with rollouts ---------------------------------------
-    def _rollout_scheme(self, state, traverser: int) -> None:
+    def _rollout_scheme(self, state, traverser: int, values: bool):
         branches = []
         while True:
             cur = state.player()
@@ -156,10 +200,13 @@ class PyTraverser:
                 continue
             mask, features = state.mask(), state.encoding(cur)
             sigma = self._query([cur], [features], [mask])[0]
-            self.strat.append((features, mask, sigma.astype(np.float32)))
+            if not values:
+                self.strat.append((features, mask, sigma.astype(np.float32)))
             state.step(self.opp.choice(sigma))
         if not branches:
-            return
+            return []
+        if values:
+            return self._value_playouts(branches, traverser)
         self.stats["branch_nodes"] = len(branches)
         features = [b.encoding(traverser) for b in branches]
         masks = [b.mask() for b in branches]
@@ -182,9 +229,12 @@ class PyTraverser:
         self.playout_starts = [
             (b, a, start.copy()) for (b, a), start in zip(owners, starts, strict=True)
         ]
-        values = self._playouts(starts, streams, traverser)
+        if self.action_values == "learned":
+            action_value = self._child_values(starts, streams, traverser)
+        else:
+            action_value = self._playouts(starts, streams, traverser)
         q = np.zeros((len(branches), self.num_actions))
-        for (b, a), value in zip(owners, values, strict=True):
+        for (b, a), value in zip(owners, action_value, strict=True):
             q[b, a] += value / self.rollouts
         for b in range(len(branches)):
             v = 0.0
@@ -192,10 +242,50 @@ class PyTraverser:
                 v += sigma[b, a] * q[b, a]
             regrets = np.where(masks[b].astype(bool), q[b] - v, 0.0)
             self.adv.append((features[b], masks[b], regrets.astype(np.float32)))
+        return []
 
-    def _playouts(self, states: list, streams: list[Stream], traverser: int) -> list[float]:
+    def _value_playouts(self, branches: list, traverser: int) -> list[float]:
+        starts, streams = [], []
+        for b, branch in enumerate(branches):
+            start = branch.copy()
+            legal = start.legal()
+            explore = Stream(stream_key(self.explore_key, b, 0, 0, 0))
+            start.step(int(legal[explore.below(len(legal))]))
+            starts.append(start)
+        for b, start in enumerate(starts):
+            playout = Stream(stream_key(self.rollout_key, b, 0, 0, 0))
+            playout.state = start.reshuffle_from_state(playout.state)
+            streams.append(playout)
+        self.stats["branch_nodes"] = self.stats["playouts"] = len(branches)
+        value = self._playouts(starts, streams, traverser, record=True)
+        return [value[j] if seat == traverser else -value[j] for _, j, seat in self.vals]
+
+    def _child_values(self, states: list, streams: list[Stream], traverser: int) -> list[float]:
+        values = [0.0] * len(states)
+        rows, features = [], []
+        for j, state in enumerate(states):
+            while (cur := state.player()) == CHANCE:
+                self.stats["nodes"] += 1
+                self._sample_chance(state, streams[j])
+            self.stats["nodes"] += 1
+            if cur == TERMINAL:
+                self.stats["terminals"] += 1
+                values[j] = self._utility(state.payoffs()[traverser])
+                continue
+            rows.append(j)
+            features.append(self._history(state, traverser))
+        if rows:
+            out = self._value_query([traverser] * len(rows), features)
+            for i, j in enumerate(rows):
+                values[j] = float(out[i])
+        return values
+
+    def _playouts(
+        self, states: list, streams: list[Stream], traverser: int, record: bool = False
+    ) -> list[float]:
         values = [0.0] * len(states)
         live = [True] * len(states)
+        first = [True] * len(states)
         while True:
             rows, players, features, masks = [], [], [], []
             for j, state in enumerate(states):
@@ -210,6 +300,10 @@ class PyTraverser:
                     values[j] = self._utility(state.payoffs()[traverser])
                     live[j] = False
                     continue
+                if record and (first[j] or self.record.uniform() < self.value_record):
+                    for seat in (cur, 1 - cur):
+                        self.vals.append((self._history(state, seat), j, seat))
+                first[j] = False
                 rows.append(j)
                 players.append(cur)
                 masks.append(state.mask())

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import torch
 
+from lostcities.cfr.fitting import action_relabel
 from lostcities.cfr.policy import AdvantagePolicy
 from lostcities.cfr.trainer import DeepCFRTrainer
 from lostcities.cfr.traversal import TraversalId, make_traverser, run_traversals
@@ -68,7 +69,8 @@ def test_symmetry_augmentation_relabels_each_row_consistently():
     features = torch.from_numpy(rng.random((64, game.encoding_size), dtype=np.float32))
     masks = torch.from_numpy(rng.random((64, game.num_actions)) < 0.5)
     targets = torch.from_numpy(rng.random((64, game.num_actions), dtype=np.float32))
-    new = trainer._relabel(features, masks, targets, np.random.default_rng(1))
+    relabel = action_relabel(trainer.symmetries)
+    new = relabel(features, masks, targets, np.random.default_rng(1))
     feature_index, action_index = game.symmetries
     picks = set()
     for row in range(64):

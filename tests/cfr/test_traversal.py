@@ -100,6 +100,115 @@ def test_kernel_matches_python_twin_on_lost_cities(seed, index, player, sampling
     assert_same(fast.run(1, player, index), slow.run(1, player, index))
 
 
+class FixedValue:
+    """A deterministic row-local history value: a fixed linear map of the history features
+    (both seats' encodings), plus a seat term so the seats' values differ."""
+
+    def __init__(self, dim: int, seed: int) -> None:
+        self.weights = np.random.default_rng(seed).normal(size=2 * dim) * 0.1
+
+    def __call__(self, players, features, out) -> None:
+        out[:] = features.astype(np.float64) @ self.weights - 0.25 * players
+
+
+def value_twins(prototype, seed, policy_seed, **kw):
+    value = FixedValue(prototype.encoding_size, policy_seed)
+    return twins(prototype, "rollout", seed, policy_seed, value_fn=value, **kw)
+
+
+def assert_same_values(a, b) -> None:
+    ((features_a, targets_a), stats_a), ((features_b, targets_b), stats_b) = a, b
+    assert features_a.dtype == features_b.dtype == np.float32
+    assert targets_a.dtype == targets_b.dtype == np.float32
+    np.testing.assert_array_equal(features_a, features_b)
+    np.testing.assert_array_equal(targets_a, targets_b)
+    assert stats_a == stats_b
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    game=st.sampled_from(sorted(SMALL)),
+    seed=st.integers(0, 2**64 - 1),
+    policy_seed=st.integers(0, 1000),
+    iteration=st.integers(1, 1000),
+    player=st.integers(0, 1),
+    index=st.integers(0, 10**6),
+    branch_prob=st.floats(0.0, 1.0),
+    rollouts=st.integers(1, 3),
+    value_record=st.floats(0.0, 1.0),
+    win_loss=st.booleans(),
+)
+def test_learned_values_and_value_traversals_match_the_twin_on_poker(
+    game, seed, policy_seed, iteration, player, index, branch_prob, rollouts, value_record, win_loss
+):
+    fast, slow = value_twins(
+        SMALL[game].new().kernel,
+        seed,
+        policy_seed,
+        branch_prob=branch_prob,
+        rollouts=rollouts,
+        utility_scale=0.5,
+        win_loss=win_loss,
+        action_values="learned",
+        value_record=value_record,
+    )
+    assert_same(fast.run(iteration, player, index), slow.run(iteration, player, index))
+    assert_same_values(
+        fast.run_values(iteration, player, index), slow.run_values(iteration, player, index)
+    )
+
+
+@settings(max_examples=6, deadline=None)
+@given(
+    seed=st.integers(0, 2**64 - 1),
+    index=st.integers(0, 10**6),
+    player=st.integers(0, 1),
+    sampling=st.sampled_from([None, heuristic_sampling]),
+)
+def test_learned_values_and_value_traversals_match_the_twin_on_lost_cities(
+    seed, index, player, sampling
+):
+    fast, slow = value_twins(
+        LostCitiesGame.from_seed(0).kernel,
+        seed,
+        7,
+        branch_prob=0.05,
+        rollouts=1,
+        utility_scale=0.01,
+        sampling_policy=sampling,
+        action_values="learned",
+        value_record=0.2,
+    )
+    assert_same(fast.run(1, player, index), slow.run(1, player, index))
+    assert_same_values(fast.run_values(1, player, index), slow.run_values(1, player, index))
+
+
+def test_value_targets_are_each_seats_final_utility():
+    """A value traversal's samples come in seat pairs of one state: the second is the
+    first's state seen from the other seat (the halves of the features swapped), with
+    the negated target (zero-sum)."""
+    prototype = LostCitiesGame.from_seed(0).kernel
+    fast, _ = value_twins(
+        prototype, 3, 1, branch_prob=0.5, utility_scale=0.01, action_values="learned"
+    )
+    (features, targets), stats = fast.run_values(2, 1, 9)
+    d = prototype.encoding_size
+    assert len(targets) == stats["value_samples"] == 2 * stats["playouts"] > 0  # firsts only
+    np.testing.assert_array_equal(features[1::2, :d], features[0::2, d:])
+    np.testing.assert_array_equal(features[1::2, d:], features[0::2, :d])
+    np.testing.assert_array_equal(targets[1::2], -targets[0::2])
+    assert np.abs(targets).max() > 0
+
+
+def test_learned_action_values_need_a_value_function():
+    prototype = LeducGame.new().kernel
+    policy = FixedPolicy(prototype.encoding_size, prototype.num_actions, 0)
+    with pytest.raises(ValueError, match="needs a value_fn"):
+        Traverser(prototype, policy, scheme="rollout", action_values="learned")
+    with pytest.raises(ValueError, match="action_values must be one of"):
+        Traverser(prototype, policy, scheme="rollout", action_values="guessed")
+
+
 def test_playouts_of_one_branch_share_random_numbers():
     """Common random numbers: the playouts of the actions of one branching node start
     from the same reshuffled draw pile when the action does not touch the pile."""

@@ -40,7 +40,7 @@ LEDUC = [
     "optim.advantage_batch_size=64",
     "optim.strategy_batch_size=64",
 ]
-LOST_CITIES = [
+LOST_CITIES_BASE = [
     "game=lost_cities",
     "network=small",
     "traversal.first_traversals_per_player=6",
@@ -52,6 +52,19 @@ LOST_CITIES = [
     "optim.advantage_batch_size=32",
     "optim.strategy_batch_size=32",
 ]
+LOST_CITIES = [*LOST_CITIES_BASE, "traversal.action_values=playout"]
+
+
+LEARNED = [
+    "traversal.action_values=learned",
+    "traversal.value_traversals_per_player=4",
+    "traversal.value_record=0.3",
+    "value.steps=6",
+    "value.batch_size=32",
+    "value.hidden=16",
+]
+LEDUC_LEARNED = [*LEDUC, "traversal.scheme=rollout", "traversal.branch_prob=0.5", *LEARNED]
+LOST_CITIES_LEARNED = [*LOST_CITIES_BASE, *LEARNED]
 
 
 def config(overrides: list[str]) -> TrainConfig:
@@ -84,6 +97,7 @@ def run_trainer(overrides: list[str], iterations: int) -> dict:
         "weights": [
             {k: v.clone() for k, v in net.state_dict().items()}
             for net in (*trainer.advantage_nets, trainer.policy_net)
+            + ((trainer.values.net,) if trainer.values is not None else ())
         ],
     }
 
@@ -108,11 +122,17 @@ PARTITIONS = [
 ]
 
 
-@pytest.mark.parametrize(("game", "iterations"), [(LEDUC, 3), (LOST_CITIES, 2)])
+@pytest.mark.parametrize(
+    ("game", "iterations"),
+    [(LEDUC, 3), (LOST_CITIES, 2), (LEDUC_LEARNED, 3), (LOST_CITIES_LEARNED, 2)],
+    ids=["leduc", "lost_cities", "leduc_learned_values", "lost_cities_learned_values"],
+)
 def test_strict_results_do_not_depend_on_workers_chunks_or_inference_batch(game, iterations):
     strict = [*game, "determinism=strict"]
     inline = run_trainer([*strict, "traversal.executor=inline"], iterations)
     assert inline["metrics"][-1]["samples/advantage"] > 0
+    if "traversal.action_values=learned" in game:
+        assert inline["metrics"][-1]["value/samples"] > 0
     for executor, workers, chunk, batch in PARTITIONS:
         other = run_trainer(
             [

@@ -62,7 +62,28 @@ def test_evaluate_pairs_every_checkpoint_with_the_one_sigma1_it_shares():
         ("sigma1", "greedy", "cautious"): (base, None),
     }
     same = {"initial_strategy": "lost_cities_heuristic", key: (agent, None)}
-    assert evaluate_cli.pair_with_baseline([same], baseline) == [{key: (agent, base, None)}]
+    assert evaluate_cli.pair_with_baseline([same], [baseline]) == [{key: (agent, base, None)}]
     other = {"initial_strategy": "uniform", key: (agent, None)}
     with pytest.raises(ValueError, match="different initial strategies"):
-        evaluate_cli.pair_with_baseline([same, other], baseline)
+        evaluate_cli.pair_with_baseline([same, other], [baseline])
+
+
+def test_evaluate_pairs_a_run_with_its_own_earlier_iteration(
+    lost_cities_checkpoint, tmp_path, capsys
+):
+    out = tmp_path / "report.json"
+    path = str(lost_cities_checkpoint)
+    argv = [path, "--agents", "sdcfr", "--play", "sampled", "--bots", "cautious", "--games", "6"]
+    options = ["--versus-iteration", "1", "--br-games", "2", "--json", str(out)]
+    assert evaluate_cli.main([*argv, *options]) == 0
+    table = capsys.readouterr().out
+    assert "gain = agent minus the run's agent after iteration 1" in table
+    assert "best response (2 games per agent)" in table
+    rows = json.loads(out.read_text())["rows"]
+    matches, (br,) = rows[:-1], rows[-1:]
+    assert len(matches) == 1 and "br_margin_change" in br
+    # an iteration against itself: every game's difference is zero
+    assert evaluate_cli.main([*argv, "--iteration", "1", "--versus-iteration", "1"]) == 0
+    assert "+0.000 [+0.000, +0.000]" in capsys.readouterr().out
+    assert evaluate_cli.main([*argv, "--iteration", "5"]) == 2
+    assert "iteration 5 is not one of its iterations 1..2" in capsys.readouterr().err

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 import lostcities.cfr.trainer as trainer_module
+from lostcities.cfr.fitting import action_relabel
 from lostcities.cfr.networks import build_network
 from lostcities.cfr.trainer import DeepCFRTrainer, _policy_loss, _regret_loss
 from lostcities.config import (
@@ -87,7 +88,8 @@ class PreAmpTrainer(DeepCFRTrainer):
         for step in range(steps):
             features, masks, targets, iterations = memory.sample(batch_size, generator, self.device)
             if self.symmetries is not None:
-                features, masks, targets = self._relabel(features, masks, targets, generator)
+                relabel = action_relabel(self.symmetries)
+                features, masks, targets = relabel(features, masks, targets, generator)
             weights = self._weights(iterations, t)
             loss = loss_fn(net(features), masks, targets, weights)
             optimizer.zero_grad(set_to_none=True)
