@@ -260,14 +260,20 @@ class PyTraverser:
         value = self._playouts(starts, streams, traverser, record=True)
         return [value[j] if seat == traverser else -value[j] for _, j, seat in self.vals]
 
+    def _past_chance(self, state, stream: Stream) -> int:
+        """The kernel's ``_past_chance``: ``state`` through its chance nodes with a
+        playout's ``stream``; the player to act, or TERMINAL. Counts the nodes passed."""
+        while (cur := state.player()) == CHANCE:
+            self.stats["nodes"] += 1
+            self._sample_chance(state, stream)
+        self.stats["nodes"] += 1
+        return cur
+
     def _child_values(self, states: list, streams: list[Stream], traverser: int) -> list[float]:
         values = [0.0] * len(states)
         rows, features = [], []
         for j, state in enumerate(states):
-            while (cur := state.player()) == CHANCE:
-                self.stats["nodes"] += 1
-                self._sample_chance(state, streams[j])
-            self.stats["nodes"] += 1
+            cur = self._past_chance(state, streams[j])
             if cur == TERMINAL:
                 self.stats["terminals"] += 1
                 values[j] = self._utility(state.payoffs()[traverser])
@@ -291,10 +297,7 @@ class PyTraverser:
             for j, state in enumerate(states):
                 if not live[j]:
                     continue
-                while (cur := state.player()) == CHANCE:
-                    self.stats["nodes"] += 1
-                    self._sample_chance(state, streams[j])
-                self.stats["nodes"] += 1
+                cur = self._past_chance(state, streams[j])
                 if cur == TERMINAL:
                     self.stats["terminals"] += 1
                     values[j] = self._utility(state.payoffs()[traverser])
