@@ -1,4 +1,4 @@
-"""Project sessions: ``nox -s tests lint bench``."""
+"""Project sessions: ``nox -s tests lint bench``; ``nox -s gpu`` on a CUDA machine."""
 
 from pathlib import Path
 
@@ -49,3 +49,14 @@ def ab(session: nox.Session) -> None:
     install(session, "test")
     name, *overrides = session.posargs
     session.run("python", "-m", "lostcities.train", "-m", f"+experiment={name}", *overrides)
+
+
+@nox.session(python=False)
+def gpu(session: nox.Session) -> None:
+    """The GPU check: CUDA smoke tests, compile and AMP A/Bs, compiled inference forward and
+    drift check, one report (``nox -s gpu -- --out DIR``; see benchmarks/gpu_check.py).
+
+    Runs in the current environment (the project installed with a CUDA build of torch): a
+    fresh virtualenv would install the pinned CPU wheel. Without CUDA it stops at once with
+    one line (exit 2)."""
+    session.run("python", "benchmarks/gpu_check.py", *session.posargs)

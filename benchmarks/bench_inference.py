@@ -16,6 +16,15 @@ b. throughput (rows/s) of torch batched vs ``RowwiseMLP.forward`` at the same ba
 c. how many of the encoding's features are nonzero, and how many post-ReLU hidden
    activations, which is what the row-wise kernel's work scales with.
 Both sides run single threaded by default, as traversal workers do.
+
+    python benchmarks/bench_inference.py --compile [--networks default wide] [--device cuda]
+
+d. instead of a-c: the compile plan's target B, the policy's batched evaluation forward
+   compiled as ``compile.inference`` compiles it (symbolic batch sizes, mode default)
+   against eager, at the evaluation's batch sizes, interleaved in rounds; the verdict
+   follows the plan: ship only if the compiled forward takes >= 20% less time over the
+   batch mix (COMPILE_SHIP), else leave ``compile.inference`` off. Compiling costs tens
+   of seconds per network on a CPU.
 """
 
 from __future__ import annotations
@@ -32,10 +41,14 @@ from lostcities.cfr.networks import build_network
 from lostcities.config import NetworkConfig
 from lostcities.games.lost_cities import LostCitiesGame
 
-NETWORKS = {"compact": (256, 2), "default": (512, 3)}
+NETWORKS = {"compact": (256, 2), "default": (512, 3), "wide": (1024, 3), "deep": (512, 6)}
 INVARIANCE_BATCHES = (1, 7, 64, 256)
 THROUGHPUT_BATCHES = (1, 16, 64, 256)
 BLOCK = 64  # rows of the fixed-block workaround
+# d. Evaluation steps its games together, eval.batch_size (256) at first, fewer as games
+# end: the compiled forward is judged on the time to push the rows once at each size.
+COMPILE_BATCHES = (16, 64, 256)
+COMPILE_SHIP = 0.20  # plan-torch-compile.md, criterion 6: >= 20% less forward time
 
 
 def random_play_rows(rows: int, seed: int) -> np.ndarray:
@@ -150,6 +163,100 @@ def batched_runner(forward, chunks: list[np.ndarray]):
     return run
 
 
+def compile_verdict(eager_seconds: float, compiled_seconds: float) -> tuple[str, str]:
+    """The compile plan's decision for target B: (verdict, reason)."""
+    effect = 1 - compiled_seconds / eager_seconds
+    if effect >= COMPILE_SHIP:
+        return "ship", (
+            f"compiled forward {100 * effect:.1f}% faster (>= {100 * COMPILE_SHIP:.0f}%): "
+            "compile.inference may ship"
+        )
+    if effect >= 0:
+        return "park", (
+            f"compiled forward {100 * effect:.1f}% faster (< {100 * COMPILE_SHIP:.0f}%): "
+            "leave compile.inference off"
+        )
+    return "park", f"compiled forward {100 * -effect:.1f}% slower: leave compile.inference off"
+
+
+def bench_compiled_forward(
+    net: torch.nn.Module, features: np.ndarray, device: str, seconds: float, rounds: int
+) -> dict:
+    """d. ``net``'s evaluation forward, eager and compiled the way ``compile.inference``
+    compiles it (lostcities/perf/step.py: ``compile_module(net, cfg, dynamic=True)``), at
+    COMPILE_BATCHES; seconds per pass over every size, max |difference|, compile time and
+    recompiles while warming up every size."""
+    from lostcities.config import CompileConfig
+    from lostcities.perf.compile import compile_module, recompile_count
+
+    net = net.to(device)
+
+    def forward_with(module):
+        def forward(rows: np.ndarray) -> np.ndarray:
+            with torch.inference_mode():
+                return module(torch.from_numpy(rows).to(device)).float().cpu().numpy()
+
+        return forward
+
+    recompiles = recompile_count()  # installs the counter before the first compile
+    compiled = compile_module(
+        net, CompileConfig(name="inference", trainer=False, inference=True), True
+    )
+    eager, fast = forward_with(net), forward_with(compiled)
+    start = time.perf_counter()
+    outputs = {b: in_batches(fast, features, b) for b in COMPILE_BATCHES}  # compiles, warms
+    compile_seconds = time.perf_counter() - start
+    reference = in_batches(eager, features, 64)
+    runners = {}
+    for b in COMPILE_BATCHES:
+        chunks = [features[i : i + b] for i in range(0, len(features), b)]
+        runners[("eager", b)] = batched_runner(eager, chunks)
+        runners[("compiled", b)] = batched_runner(fast, chunks)
+    rates = measure_throughput(runners, features, seconds, rounds)
+    per_pass = {
+        how: sum(len(features) / rates[(how, b)] for b in COMPILE_BATCHES)
+        for how in ("eager", "compiled")
+    }
+    return {
+        "rates": rates,
+        "eager_seconds": per_pass["eager"],
+        "compiled_seconds": per_pass["compiled"],
+        "max_difference": max(float(np.abs(o - reference).max()) for o in outputs.values()),
+        "compile_seconds": compile_seconds,
+        "recompiles": recompile_count() - recompiles,
+        "verdict": compile_verdict(per_pass["eager"], per_pass["compiled"]),
+    }
+
+
+def compile_main(args: argparse.Namespace, features: np.ndarray) -> dict[str, dict]:
+    """d. target B for every network of ``args.networks``; prints a table and the verdicts."""
+    actions = LostCitiesGame.from_seed(0).kernel.num_actions
+    results = {}
+    print(
+        f"d. compile.inference (target B) on {args.device}: rows/s at the evaluation's "
+        f"batch sizes {COMPILE_BATCHES}; ships at >= {100 * COMPILE_SHIP:.0f}% less time"
+    )
+    for name in args.networks:
+        hidden, layers = NETWORKS[name]
+        cfg = NetworkConfig(name=name, hidden=hidden, layers=layers)
+        net = build_network(cfg, features.shape[1], actions, seed=args.seed).eval()
+        result = bench_compiled_forward(net, features, args.device, args.seconds, args.rounds)
+        rates = result["rates"]
+        print(
+            f"\n== {name} {hidden}x{layers}: compiled in {result['compile_seconds']:.1f} s, "
+            f"{result['recompiles']} recompile(s), max |diff| to eager "
+            f"{result['max_difference']:.2e}"
+        )
+        print(f"   {'B':>5}{'eager':>12}{'compiled':>12}{'compiled/eager':>16}")
+        for b in COMPILE_BATCHES:
+            e, c = rates[("eager", b)], rates[("compiled", b)]
+            print(f"   {b:>5}{e:>12,.0f}{c:>12,.0f}{c / e:>15.2f}x")
+        verdict, reason = result["verdict"]
+        print(f"   verdict: {verdict}: {reason}")
+        results[name] = result
+    return results
+
+
 def hidden_zero_fraction(rowwise: RowwiseMLP, features: np.ndarray) -> float:
     """Fraction of post-ReLU hidden activations that are exactly zero."""
     x, zeros, total = features, 0, 0
@@ -167,12 +274,20 @@ def main(argv: list[str] | None = None) -> dict[str, dict]:
     parser.add_argument("--seconds", type=float, default=0.25, help="per method, size, round")
     parser.add_argument("--rounds", type=int, default=4, help="interleaved rounds")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (workers use 1)")
-    parser.add_argument("--networks", nargs="+", default=list(NETWORKS), choices=NETWORKS)
+    parser.add_argument(
+        "--networks", nargs="+", choices=NETWORKS, help="a-c: compact default; d: default wide"
+    )
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--compile", action="store_true", help="d. only: compile.inference")
+    parser.add_argument("--device", default="cpu", help="d.: where the forward runs")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
 
     features = random_play_rows(args.rows, args.seed)
+    if args.compile:
+        args.networks = args.networks or ["default", "wide"]  # under and over the size gate
+        return compile_main(args, features)
+    args.networks = args.networks or ["compact", "default"]
     nonzero = (features != 0).sum(axis=1)
     print(
         f"{len(features)} Lost Cities encodings from random play, torch {torch.__version__}, "

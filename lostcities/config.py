@@ -59,8 +59,10 @@ BOT_NAMES = (  # lostcities/eval/opponents.py
 EVAL_AGENTS = ("policy", "current", "sdcfr")  # lostcities/eval/agents.py
 PLAY_MODES = ("sampled", "greedy")  # lostcities/eval/agents.py choose_actions
 AMP_DTYPES = ("off", "fp16", "bf16")  # lostcities/perf/amp.py
+MEMORY_PRECISIONS = ("float16", "float32")  # lostcities/cfr/memory.py
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
-EXPERIMENT_KINDS = ("ab", "drift")  # lostcities/experiments/report.py
+EXPERIMENT_KINDS = ("ab", "amp", "drift")  # lostcities/experiments/report.py
+EXPERIMENT_SETTINGS = ("full", "short")  # conf/experiment/setting/
 MAX_TURNS = 30000  # the Lost Cities kernel's turn counter (lostcities/games/lost_cities.py)
 
 
@@ -134,6 +136,13 @@ class TraversalConfig:
     utility units). 0 is plain Deep CFR. The seed fades as regrets accumulate and keeps
     regret matching's guarantee; it stops noisy early regret estimates from throwing away
     a sound sigma_1 (see lostcities/cfr/policy.py)."""
+    anchor: float = checked(0.0, non_negative())
+    """A pull towards sigma_1 that does not fade: every iteration's regret of action a gets
+    a bonus ``anchor * sigma_1(a)`` (in utility units), so sigma_{t+1} =
+    RM(R_t / W_t + (anchor + warm_start / W_t) * sigma_1). The fixed point is the
+    equilibrium of a game regularised towards sigma_1 (as magnetic mirror descent or
+    piKL regularise towards a reference policy); 0 is plain CFR. Where the learned
+    regrets are noisy, the fading seed alone lets the noise take over once W_t is large."""
     cache_strategies: bool = checked(False, boolean())
     """Memoize sigma per information state within an iteration (exact; pays off on
     small games whose infosets repeat, useless on Lost Cities)."""
@@ -200,6 +209,11 @@ class MemoryConfig:
     """Reservoir capacity of each player's advantage memory (samples)."""
     strategy_capacity: int = checked(1_000_000, integer(1))
     """Reservoir capacity of the strategy (average policy) memory."""
+    precision: str = checked("float16", one_of(MEMORY_PRECISIONS))
+    """Storage dtype of the advantage and strategy memories' features and targets:
+    ``float16`` (half the bytes; exact for the games' counts and one-hots, ~1e-3 relative
+    rounding of fractions, regrets and sigma) or ``float32`` (the exact values the
+    traversals produced). Minibatches are float32 either way."""
 
 
 @dataclass
@@ -281,7 +295,13 @@ class AmpConfig:
     dtype: str = checked("off", one_of(AMP_DTYPES))
     """Autocast dtype of the training phases (``DeepCFRTrainer._fit``): ``off`` (fp32, the
     exact pre-AMP code path), ``fp16`` (autocast + one shared GradScaler) or ``bf16`` (no
-    scaler). On a device without fast low precision (a CPU) it warns once and runs fp32."""
+    scaler). On a device without fast low precision (a CPU) it warns once and runs fp32,
+    unless ``on_cpu`` opts bf16 in."""
+    on_cpu: bool = checked(False, boolean())
+    """Run bf16 autocast on a CPU device too (``amp=bf16_cpu``) instead of falling back to
+    fp32: on an AVX512-BF16 CPU a wide MLP's training step measured 0.62x of fp32's time;
+    a CPU without bf16 instructions measured it 8-12x slower. fp16 stays fp32 on a CPU
+    whatever this says (measured 9-29x slower)."""
     init_scale: float = checked(65536.0, positive())
     """fp16: the GradScaler's initial loss scale."""
     growth_interval: int = checked(2000, integer(1))
@@ -327,9 +347,16 @@ class ExperimentConfig:
     name: str = checked("experiment", label())
     """Experiment name: the sweep's parent MLflow run and its report are named after it."""
     kind: str = checked("ab", one_of(EXPERIMENT_KINDS))
-    """``ab``: timing A/B of a performance switch (evaluation and checkpoints off during
-    the timing window) plus the drift verdict on the losses; ``drift``: learning curves
-    with evaluation on, judged against the baseline arm's seed-to-seed band."""
+    """Which verdict rules judge the arms (lostcities/experiments/report.py): ``ab``: the
+    iteration time of a switch (torch.compile of the trainer: >= 8 timed iterations, >= 5%
+    on the 1000-iteration projection, compile's size gate); ``amp``: the advantage +
+    policy training time (>= 15%, both phases timed) and AMP's health (non-finite losses,
+    the fp16 loss scale); ``drift``: learning curves with evaluation on. Every kind also
+    needs the curves inside the baseline arm's seed-to-seed band."""
+    setting: str = checked("full", one_of(EXPERIMENT_SETTINGS))
+    """``full``: the notes' protocol (the experiment file's defaults); ``short``: a CPU
+    smoke run of the same sweep (``+experiment/setting=short``), which the report names
+    and which cannot ship."""
     arms: list[str] = checked(rule=texts(), factory=list)
     """One string of overrides per arm, e.g. ``["+compile=off", "+compile=trainer"]``
     (several overrides in one arm are separated by spaces)."""
@@ -339,9 +366,6 @@ class ExperimentConfig:
     """Index of the arm the others are compared with."""
     warmup_iterations: int = checked(1, integer(0))
     """Iterations dropped from timing means (compile, caches, worker start-up)."""
-    min_speedup: float = checked(0.05, number_in("[0, 1)", lambda f: 0 <= f < 1))
-    """Ship threshold of the decision tree: the 1000-iteration projection must improve by
-    at least this fraction."""
     isolate: bool = checked(True, boolean())
     """Run every job of the sweep in a fresh process, one at a time (compile caches, torch
     thread settings and RNG state cannot leak between arms; timings do not overlap)."""

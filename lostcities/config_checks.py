@@ -103,6 +103,27 @@ CROSS_RULES: tuple[CrossRule, ...] = (
     ),
     _arm_index("experiment.arm"),
     _arm_index("experiment.baseline"),
+    # CUDA graphs are recorded for fixed shapes; evaluation batches vary in size
+    # (lostcities/perf/compile.py compile_module refuses it too, at the wrapper)
+    CrossRule(
+        "compile.mode",
+        lambda c: (
+            c.compile is None
+            or c.compile.mode != "reduce-overhead"
+            or not (c.compile.inference or c.compile.dynamic)
+        ),
+        lambda c: (
+            "default, max-autotune or max-autotune-no-cudagraphs with compile.inference="
+            f"{_show(c.compile.inference)}, compile.dynamic={_show(c.compile.dynamic)} "
+            "(reduce-overhead records CUDA graphs for fixed shapes only)"
+        ),
+    ),
+    # fp16 on a CPU measured 9-29x slower than fp32: only bf16 opts in (lostcities/perf/amp.py)
+    CrossRule(
+        "amp.on_cpu",
+        lambda c: not c.amp.on_cpu or c.amp.dtype == "bf16",
+        lambda c: f"false with amp.dtype={c.amp.dtype} (the CPU opt-in is bf16's)",
+    ),
 )
 """Combinations the code relies on, checked after every field passed its own rule."""
 

@@ -99,16 +99,26 @@ def lost_cities_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return run_dir / "checkpoints" / "ckpt_000002.pt"
 
 
-def load_exact_tree():
-    """tests/games/exact_tree.py (the slow, independent exact tree walks of the small
-    games) as a module: it is a test helper, not part of the package."""
+def load_module(path: Path, name: str):
+    """The Python file at ``path`` as a module named ``name`` (files that are not part of
+    the package: benchmarks, test helpers)."""
     import importlib.util
 
-    path = Path(__file__).resolve().parent / "games" / "exact_tree.py"
-    spec = importlib.util.spec_from_file_location("exact_tree_reference", path)
+    spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def load_exact_tree():
+    """tests/games/exact_tree.py (the slow, independent exact tree walks of the small
+    games) as a module: it is a test helper, not part of the package."""
+    return load_module(Path(__file__).resolve().parent / "games" / "exact_tree.py", "exact_tree")
+
+
+def load_benchmark(name: str):
+    """benchmarks/<name>.py as a module."""
+    return load_module(Path(__file__).resolve().parents[1] / "benchmarks" / f"{name}.py", name)
 
 
 def session_processes(sid: int) -> list[int]:

@@ -28,7 +28,7 @@ register_configs()  # the schemas conf/train.yaml composes against
 
 def test_every_field_of_config_py_declares_a_rule():
     keys = list(RULES)
-    assert len(keys) == len(set(keys)) == 101
+    assert len(keys) == len(set(keys)) == 104
     assert {c.key for c in CROSS_RULES} <= set(keys)
 
 
@@ -92,6 +92,8 @@ CROSS_CASES: dict[str, list[str]] = {
     "traversal.action_values": ["game=leduc", "traversal.action_values=learned"],
     "experiment.arm": ["+experiment=compile_ab", "experiment.arm=2"],
     "experiment.baseline": ["+experiment=amp_ab", "experiment.baseline=3"],
+    "compile.mode": ["+compile=inference", "compile.mode=reduce-overhead"],
+    "amp.on_cpu": ["amp=fp16", "amp.on_cpu=true"],
 }
 
 

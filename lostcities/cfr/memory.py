@@ -2,10 +2,12 @@
 
 Each sample is (information-state features, legal mask, target, iteration):
 target = regrets for the advantage memory, sigma for the strategy memory.
-Storage per sample: features float16 (exact for the counts and one-hots the
-games encode; Lost Cities' fractions, e.g. the draw pile left or a color's
-top rank / 9, are rounded to ~1e-3), mask
-bit-packed, target float16, iteration int32. Reservoir sampling keeps a
+Storage per sample: features and target in the memory's precision
+(``memory.precision``), mask bit-packed, iteration int32. float16 (the default)
+halves the bytes: exact for the counts and one-hots the games encode, while
+Lost Cities' fractions (the draw pile left, a color's top rank / 9), regrets
+and sigma are rounded to ~1e-3 relative; float32 keeps the exact values the
+traversals produced. Minibatches are float32 either way. Reservoir sampling keeps a
 uniform sample of everything ever inserted once capacity is reached; the
 replacement draws come from a caller-supplied keyed stream, so the memory's
 content depends only on insertion order, which the trainer fixes by
@@ -15,7 +17,9 @@ Checkpoints hold the filled rows only, and features and targets in a sparse
 form when it is smaller (Lost Cities: ~92 of 1077 features and ~7 of 106
 regrets nonzero per row, so a row shrinks from 2384 to ~360 bytes): a
 bit-packed nonzero pattern plus the nonzero values in row-major order. The
-pattern is taken on the float16 bits, so -0.0 and NaN round-trip exactly.
+pattern is taken on the values' bits, so -0.0 and NaN round-trip exactly. A
+checkpoint loads into a memory of either precision (float32 values saved into a
+float16 memory are rounded).
 """
 
 from __future__ import annotations
@@ -25,17 +29,24 @@ import torch
 
 from lostcities.rng import Stream
 
+# memory.precision (lostcities.config.MEMORY_PRECISIONS) -> storage dtype of features, targets
+PRECISIONS = {"float16": np.float16, "float32": np.float32}
+
 
 class ReservoirMemory:
-    def __init__(self, capacity: int, dim: int, num_actions: int) -> None:
-        # capacity >= 1: memory.*_capacity are validated by lostcities/config_checks.py
+    def __init__(
+        self, capacity: int, dim: int, num_actions: int, precision: str = "float16"
+    ) -> None:
+        # capacity >= 1 and precision a key of PRECISIONS: validated by
+        # lostcities/config_checks.py (memory.*)
         self.capacity = capacity
         self.dim = dim
         self.num_actions = num_actions
+        dtype = PRECISIONS[precision]
         # np.empty reserves address space only; pages are touched as samples arrive.
-        self.features = np.empty((capacity, dim), dtype=np.float16)
+        self.features = np.empty((capacity, dim), dtype=dtype)
         self.masks = np.empty((capacity, (num_actions + 7) // 8), dtype=np.uint8)
-        self.targets = np.empty((capacity, num_actions), dtype=np.float16)
+        self.targets = np.empty((capacity, num_actions), dtype=dtype)
         self.iterations = np.empty(capacity, dtype=np.int32)
         self.size = 0
         self.seen = 0
@@ -102,10 +113,11 @@ class ReservoirMemory:
         targets (b, A) f32, iterations (b,) f32."""
         idx = generator.integers(0, self.size, size=min(batch_size, self.size))
         masks = np.unpackbits(self.masks[idx], axis=1, count=self.num_actions).astype(bool)
+        # fancy indexing already copied the rows: a float32 memory needs no second copy
         return (
-            torch.from_numpy(self.features[idx].astype(np.float32)).to(device),
+            torch.from_numpy(self.features[idx].astype(np.float32, copy=False)).to(device),
             torch.from_numpy(masks).to(device),
-            torch.from_numpy(self.targets[idx].astype(np.float32)).to(device),
+            torch.from_numpy(self.targets[idx].astype(np.float32, copy=False)).to(device),
             torch.from_numpy(self.iterations[idx].astype(np.float32)).to(device),
         )
 
@@ -156,15 +168,15 @@ _CHUNK = 32_768
 
 
 def _pack_rows(rows: np.ndarray) -> torch.Tensor | dict:
-    """(n, d) float16 rows -> a dense tensor (n, d), or, when smaller, a sparse dict:
-    ``nonzero`` (n, ceil(d/8)) uint8 bit-packed pattern, ``values`` (nnz,) float16 in
-    row-major order."""
+    """(n, d) float16 or float32 rows -> a dense tensor (n, d), or, when smaller, a sparse
+    dict: ``nonzero`` (n, ceil(d/8)) uint8 bit-packed pattern, ``values`` (nnz,) of the
+    rows' dtype in row-major order."""
     n, d = rows.shape
     patterns, values = [], []
     for lo in range(0, n, _CHUNK):
         chunk = rows[lo : lo + _CHUNK]
         # Bits, not values: -0.0 == 0 would be dropped and come back as +0.0.
-        nonzero = chunk.view(np.uint16) != 0
+        nonzero = chunk.view(f"u{rows.itemsize}") != 0
         patterns.append(np.packbits(nonzero, axis=1))
         values.append(chunk[nonzero])
     nnz = sum(len(v) for v in values)

@@ -141,6 +141,7 @@ class AdvantagePolicy:
         initial: InitialStrategy = uniform_initial,
         warm_start: float = 0.0,
         batch_invariant: bool = False,
+        anchor: float = 0.0,
     ) -> None:
         self.nets: list[torch.nn.Module | None] = [None, None]
         self.forwards: list[NetworkForward | None] = [None, None]
@@ -148,6 +149,7 @@ class AdvantagePolicy:
         self.net_iterations = [0, 0]  # iteration each player's network was trained at
         self.initial = initial
         self.warm_start = warm_start  # >= 0: validated by lostcities/config_checks.py
+        self.anchor = anchor  # >= 0: likewise
         self.batch_invariant = batch_invariant
         self.device = torch.device(device)
         self.cache: dict[tuple[int, bytes], np.ndarray] | None = {} if cache else None
@@ -166,6 +168,7 @@ class AdvantagePolicy:
             initial=make_initial_strategy(cfg.initial_strategy),
             warm_start=cfg.warm_start,
             batch_invariant=batch_invariant,
+            anchor=cfg.anchor,
         )
 
     def set_network(
@@ -257,16 +260,18 @@ class AdvantagePolicy:
         return regret_matching(self.regret_scores(player, features, masks), masks)
 
     def regret_scores(self, player: int, features: np.ndarray, masks: np.ndarray) -> np.ndarray:
-        """Regret matching's input (n, A): predicted advantages plus the warm-start seed
-        c / W_t * sigma_1, so ``strategy`` is ``regret_matching`` of these. Their order is
-        sigma's wherever sigma's probabilities differ, and it still orders the actions
-        regret matching gives probability 0. Before any network: sigma_1 itself."""
+        """Regret matching's input (n, A): predicted advantages plus the pull towards
+        sigma_1, (anchor + c / W_t) * sigma_1, so ``strategy`` is ``regret_matching`` of
+        these. Their order is sigma's wherever sigma's probabilities differ, and it still
+        orders the actions regret matching gives probability 0. Before any network: sigma_1
+        itself."""
         if self.nets[player] is None:
             return self.initial(np.full(len(masks), player, dtype=np.int8), features, masks)
         advantages = self.advantages(player, features).astype(np.float64)
-        if self.warm_start > 0:
+        pull = self.anchor + self.warm_start / self.regret_weights[player]
+        if pull > 0:
             seed = self.initial(np.full(len(masks), player, dtype=np.int8), features, masks)
-            advantages = advantages + (self.warm_start / self.regret_weights[player]) * seed
+            advantages = advantages + pull * seed
         return advantages
 
     def __call__(
@@ -360,7 +365,7 @@ class IterationStrategy:
         self, players: np.ndarray, features: np.ndarray, masks: np.ndarray
     ) -> np.ndarray:
         """The advantage nets' predictions (n, A) on the same rows, in the traversal's
-        utility units, without the warm-start seed: each action's learned regret against
+        utility units, without the pull towards sigma_1: each action's learned regret against
         sigma_t (its value minus sigma_t's), which play-time search can blend with its
         playout values."""
         out = np.zeros(masks.shape)

@@ -121,9 +121,12 @@ class DeepCFRTrainer:
         )
         dim, actions = game.encoding_size, game.num_actions
         self.advantage_memories = [
-            ReservoirMemory(memory.advantage_capacity, dim, actions) for _ in range(2)
+            ReservoirMemory(memory.advantage_capacity, dim, actions, memory.precision)
+            for _ in range(2)
         ]
-        self.strategy_memory = ReservoirMemory(memory.strategy_capacity, dim, actions)
+        self.strategy_memory = ReservoirMemory(
+            memory.strategy_capacity, dim, actions, memory.precision
+        )
         self.advantage_nets: list[torch.nn.Module | None] = [None, None]
         self.advantage_optimizers: list[torch.optim.Optimizer | None] = [None, None]
         # iteration_advantage_nets[p][t - 1]: player p's advantage weights after iteration t

@@ -9,15 +9,16 @@ a step whose loss is NaN or inf. The trainer computes its losses in fp32 (the
 network output is cast first), so only the network's own ops run in low
 precision.
 
-Low precision is active only where it is known to be fast: fp16 on CUDA, bf16 on
-CUDA when the GPU supports it. Anywhere else (a CPU) a requested fp16/bf16 warns
-once and the run is fp32 on the unchanged ``amp=off`` path. CPU autocast is no
+Low precision is active by default only where it is known to be fast: fp16 on CUDA,
+bf16 on CUDA when the GPU supports it. Anywhere else (a CPU) a requested fp16/bf16
+warns once and the run is fp32 on the unchanged ``amp=off`` path. CPU autocast is no
 reliable speed-up: the project's notes measured bf16 8-12x slower than fp32; on
 an AVX512-BF16 EPYC, benchmarks/bench_trainer_phase.py --force-cpu-amp measured
 fp16 9-29x slower and bf16 at 0.6x of fp32's step time on a quiet machine (wide
-MLP, 1-2 threads): it depends on the CPU's bf16 support, and bf16 training would
-need its own drift check before use. ``amp=off`` runs none of this module's step
-logic: the trainer keeps the pre-AMP code path.
+MLP, 1-2 threads). So bf16 on a CPU is an explicit opt-in (``amp.on_cpu``, the
+``amp=bf16_cpu`` choice), to be judged by its own A/B and drift check; fp16 on a CPU
+stays refused. ``amp=off`` runs none of this module's step logic: the trainer keeps
+the pre-AMP code path.
 """
 
 from __future__ import annotations
@@ -36,9 +37,10 @@ DTYPES = {"off": None, "fp16": torch.float16, "bf16": torch.bfloat16}
 class MixedPrecision:
     """Autocast + GradScaler + non-finite guard for one trainer (see the module doc).
 
-    ``allow_cpu`` turns low precision on even on a CPU (GradScaler and autocast both
-    exist there): for tests of the step logic and for measuring the CPU slowdown,
-    never for training.
+    ``cfg.on_cpu`` lets bf16 run on a CPU (the training opt-in). ``allow_cpu`` turns any
+    low precision on even on a CPU, fp16 included (GradScaler and autocast both exist
+    there): for tests of the step logic and for measuring the CPU slowdown, never for
+    training.
     """
 
     def __init__(self, cfg: AmpConfig, device: str | torch.device, allow_cpu: bool = False) -> None:
@@ -47,7 +49,8 @@ class MixedPrecision:
         self.requested = cfg.dtype
         self.dtype = DTYPES[cfg.dtype]
         why_not = None if self.dtype is None else _unsupported_reason(self.dtype, self.device)
-        if why_not is not None and allow_cpu and self.device.type == "cpu":
+        opted_in = allow_cpu or (cfg.on_cpu and self.dtype == torch.bfloat16)
+        if why_not is not None and opted_in and self.device.type == "cpu":
             why_not = None
         self.active = self.dtype is not None and why_not is None
         if why_not is not None:
@@ -123,9 +126,11 @@ class MixedPrecision:
 def _unsupported_reason(dtype: torch.dtype, device: torch.device) -> str | None:
     """Why ``dtype`` would not speed up training on ``device`` (None: it would)."""
     if device.type == "cpu":
+        if dtype == torch.float16:
+            return "the device is a CPU, where fp16 autocast measured 9-29x slower than fp32"
         return (
-            "the device is a CPU, where autocast is no reliable speed-up (fp16 measured "
-            "9-29x slower than fp32; bf16 depends on the CPU's bf16 support)"
+            "the device is a CPU, where bf16 autocast depends on the CPU's bf16 support "
+            "(opt in with amp=bf16_cpu)"
         )
     if device.type != "cuda":
         return f"device {device.type!r} has no known fast {dtype} path"

@@ -65,10 +65,12 @@ class TrainingStep:
         if compile is not None and (compile.trainer or compile.inference):
             self.recompile_watch = RecompileWatch(compile.max_recompiles)
             if below_threshold(network):
+                attention = network.attention_layers if network.kind == "color_shared" else 0
                 warnings.warn(
                     f"torch.compile on network {network.name!r} (hidden {network.hidden}, "
-                    f"{network.layers} layers, no attention), under the size where it pays "
-                    "(hidden >= 1024, layers >= 6 or attention): expect it slower than eager",
+                    f"{network.layers} layers, {attention} attention layers), under the size "
+                    "where it pays (hidden >= 1024, layers >= 6 or >= 2 attention layers): "
+                    "expect it slower than eager",
                     stacklevel=3,
                 )
             if compile.inference and batch_invariant:

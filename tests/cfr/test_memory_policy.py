@@ -206,13 +206,20 @@ def _fixed_strategy(players, features, masks):
     return sigma
 
 
-def test_warm_start_seeds_regrets_with_sigma_1_and_fades():
+def _one_state_net():
+    """One information state (features (1, 4), three legal actions) and an advantage net
+    predicting the mean regrets R_t / W_t = [-0.1, 0.3, -0.2] there."""
     features = np.ones((1, 4), dtype=np.float32)
     masks = np.array([[1, 1, 1]], dtype=np.uint8)
     net = torch.nn.Linear(4, 3)
     with torch.no_grad():
         net.weight.zero_()
-        net.bias.copy_(torch.tensor([-0.1, 0.3, -0.2]))  # mean regrets R_t / W_t
+        net.bias.copy_(torch.tensor([-0.1, 0.3, -0.2]))
+    return features, masks, net
+
+
+def test_warm_start_seeds_regrets_with_sigma_1_and_fades():
+    features, masks, net = _one_state_net()
     seed = _fixed_strategy(None, features, masks)[0]  # [0.8667, 0.0667, 0.0667]
     policy = AdvantagePolicy(initial=_fixed_strategy, warm_start=0.5)
     out = np.zeros((1, 3))
@@ -227,6 +234,31 @@ def test_warm_start_seeds_regrets_with_sigma_1_and_fades():
     policy.set_network(0, net, regret_weight=1.0)
     policy(np.array([0], np.int8), features, masks, out)
     assert out[0, 0] > 0.45  # at W_t = 1 the seed still holds sigma_1's favourite
+
+
+def test_anchor_pulls_towards_sigma_1_at_every_iteration():
+    """anchor a adds a * sigma_1 to the mean regrets whatever W_t: unlike the warm-start
+    seed c / W_t * sigma_1, it does not fade."""
+    features, masks, net = _one_state_net()
+    seed = _fixed_strategy(None, features, masks)
+    anchored = AdvantagePolicy(initial=_fixed_strategy, warm_start=0.5, anchor=0.6)
+    plain = AdvantagePolicy(initial=_fixed_strategy, warm_start=0.5)
+    for weight in (1.0, 10.0, 1000.0):
+        for policy in (anchored, plain):
+            policy.set_network(0, net, regret_weight=weight)
+        pull = 0.6 + 0.5 / weight
+        np.testing.assert_allclose(
+            anchored.regret_scores(0, features, masks), [[-0.1, 0.3, -0.2]] + pull * seed, rtol=1e-6
+        )
+        np.testing.assert_allclose(
+            anchored.regret_scores(0, features, masks) - plain.regret_scores(0, features, masks),
+            0.6 * seed,
+            rtol=1e-6,
+        )
+    # at W_t = 1000 the seed is gone: the plain policy follows the regrets, the anchored
+    # one still plays sigma_1's favourite most (0.3 + 0.6 * 0.0667 < -0.1 + 0.6 * 0.8667)
+    assert plain.strategy(0, features, masks)[0].argmax() == 1
+    assert anchored.strategy(0, features, masks)[0].argmax() == 0
 
 
 def test_regret_scores_are_what_regret_matching_plays_and_order_its_zeros():
@@ -252,3 +284,86 @@ def test_regret_scores_are_what_regret_matching_plays_and_order_its_zeros():
     strategy = IterationStrategy(policy)  # what iteration_strategies returns per iteration
     np.testing.assert_array_equal(strategy(np.zeros(2, np.int8), features, masks), sigma)
     np.testing.assert_array_equal(strategy.scores(np.zeros(2, np.int8), features, masks), scores)
+
+
+# --- memory.precision --------------------------------------------------------------------
+
+
+def precise_rows(n, dim=6, actions=3, seed=0):
+    """float32 values float16 cannot hold: fractions, tiny and large regrets."""
+    rng = np.random.default_rng(seed)
+    features = (rng.random((n, dim)) / 3).astype(np.float32)
+    features[0, 0] = 1 / 9  # a Lost Cities-like fraction (a color's top rank / 9)
+    targets = rng.normal(scale=50.0, size=(n, actions)).astype(np.float32)
+    targets[0, :2] = [1e-6, 70000.0]  # below float16's normal range; above its maximum
+    return features, np.ones((n, actions), dtype=np.uint8), targets
+
+
+def test_float32_memory_returns_exactly_what_it_was_given_and_float16_rounds():
+    features, masks, targets = precise_rows(32)
+    stored = {}
+    for precision in ("float32", "float16"):
+        memory = ReservoirMemory(64, dim=6, num_actions=3, precision=precision)
+        with np.errstate(over="ignore"):  # 70000 -> float16 inf: what float32 avoids
+            memory.add(features, masks, targets, iteration=1, stream=Stream(0))  # slots 0..31
+        x, _, y, _ = memory.sample(16, np.random.default_rng(0), torch.device("cpu"))
+        idx = np.random.default_rng(0).integers(0, 32, size=16)  # the rows sample() drew
+        assert x.dtype == y.dtype == torch.float32  # minibatches are float32 either way
+        stored[precision] = (memory, x.numpy(), y.numpy(), idx)
+    exact, x, y, idx = stored["float32"]
+    assert exact.features.dtype == exact.targets.dtype == np.float32
+    assert same_bits(exact.features[:32], features) and same_bits(exact.targets[:32], targets)
+    assert same_bits(x, features[idx]) and same_bits(y, targets[idx])
+    rounded, x, y, idx = stored["float16"]
+    assert rounded.features.dtype == rounded.targets.dtype == np.float16
+    assert not np.array_equal(x, features[idx])
+    np.testing.assert_allclose(x, features[idx], rtol=1e-3)
+    assert rounded.targets[0, 0] != np.float32(1e-6) and np.isinf(rounded.targets[0, 1])
+    assert ReservoirMemory(8, dim=6, num_actions=3).features.dtype == np.float16  # default
+    assert exact.bytes_per_sample == 6 * 4 + 1 + 3 * 4 + 4
+    assert rounded.bytes_per_sample == 6 * 2 + 1 + 3 * 2 + 4
+
+
+@pytest.mark.parametrize("make", [sparse_batch, dense_batch])
+def test_float32_memory_state_round_trips_bit_for_bit(make):
+    memory = ReservoirMemory(capacity=64, dim=40, num_actions=6, precision="float32")
+    rng, stream = np.random.default_rng(3), Stream(3)
+    for k in range(0, 100, 25):
+        memory.add(*make(25, rng), iteration=k + 1, stream=stream)
+    state = memory.state_dict()
+    assert isinstance(state["features"], dict) == (make is sparse_batch)  # sparse still pays
+    restored = ReservoirMemory(capacity=64, dim=40, num_actions=6, precision="float32")
+    restored.load_state_dict(state)
+    for name in ("features", "targets", "masks", "iterations"):
+        assert same_bits(getattr(restored, name), getattr(memory, name)), name
+    # a float32 state loads into a float16 memory (rounded) and back into float32 unchanged
+    half = ReservoirMemory(capacity=64, dim=40, num_actions=6)
+    half.load_state_dict(state)
+    np.testing.assert_array_equal(half.features, memory.features.astype(np.float16))
+    again = ReservoirMemory(capacity=64, dim=40, num_actions=6, precision="float32")
+    again.load_state_dict(half.state_dict())
+    np.testing.assert_array_equal(again.features, half.features.astype(np.float32))
+
+
+def test_memory_precision_reaches_the_trainers_memories():
+    from hydra import compose, initialize_config_module
+    from omegaconf import OmegaConf
+
+    from lostcities.cfr.memory import PRECISIONS
+    from lostcities.config import MEMORY_PRECISIONS, register_configs
+    from lostcities.games import make_game
+    from lostcities.train import build_trainer
+
+    register_configs()
+    with initialize_config_module(config_module="lostcities.conf", version_base="1.3"):
+        default = OmegaConf.to_object(compose("train", overrides=["game=kuhn"]))
+        wide = OmegaConf.to_object(
+            compose("train", overrides=["game=kuhn", "memory.precision=float32"])
+        )
+    assert default.memory.precision == "float16"
+    assert tuple(PRECISIONS) == MEMORY_PRECISIONS  # the vocabulary is what memory.py stores
+    for cfg, dtype in ((default, np.float16), (wide, np.float32)):
+        trainer = build_trainer(cfg, make_game(cfg.game))
+        memories = [*trainer.advantage_memories, trainer.strategy_memory]
+        assert {m.features.dtype for m in memories} == {m.targets.dtype for m in memories}
+        assert {m.features.dtype for m in memories} == {np.dtype(dtype)}

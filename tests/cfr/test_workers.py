@@ -321,3 +321,20 @@ def test_kernel_never_applies_an_illegal_or_missing_action(debug):
         traverser = make_traverser(game.prototype, illegal, cfg, 0)
         with pytest.raises(ValueError, match="is not legal"):
             traverser.run(1, 0, 0)
+
+
+@pytest.mark.parametrize(
+    ("game", "iterations"),
+    [(LEDUC, 3), (LOST_CITIES_LEARNED, 2)],
+    ids=["leduc", "lost_cities_learned_values"],
+)
+def test_worker_count_is_invisible_without_strict_determinism(game, iterations):
+    """determinism=off (the default) keeps worker count and chunk size performance settings:
+    every stream is keyed by traversal ID, results merge in ID order, and every worker runs
+    one torch thread whatever their number, so the forwards a traversal makes are the same
+    computations (only the inference batch size may change bits without strict)."""
+    default = [*game, "determinism=off", "traversal.executor=processes"]
+    one = run_trainer([*default, "traversal.num_workers=1"], iterations)
+    assert one["metrics"][-1]["samples/advantage"] > 0
+    two = run_trainer([*default, "traversal.num_workers=2", "traversal.chunk_size=1"], iterations)
+    assert_same_run(one, two)

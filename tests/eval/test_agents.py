@@ -140,7 +140,8 @@ def test_checkpoint_agents(lost_cities_checkpoint):
     cfg = load_checkpoint(lost_cities_checkpoint)["config"]
     strategy = sdcfr.strategies[sdcfr.iteration_of(0)]
     policy = strategy.policy
-    seed = policy.warm_start / policy.regret_weights[0] * policy.initial(*args[1:])
+    pull = policy.anchor + policy.warm_start / policy.regret_weights[0]
+    seed = pull * policy.initial(*args[1:])
     raw = sdcfr.advantages(*args) * cfg["game"]["utility_scale"]
     np.testing.assert_allclose(raw + seed, sdcfr.scores(*args), rtol=1e-6, atol=1e-9)
     assert sdcfr.utility_scale == cfg["game"]["utility_scale"]

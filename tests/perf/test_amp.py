@@ -1,5 +1,6 @@
 """The ``amp`` group: amp=off is the pre-AMP training path bit for bit, a CPU falls back to
-fp32 with one warning, and an active AMP skips and counts non-finite steps."""
+fp32 with one warning unless bf16 is opted in (amp=bf16_cpu), and an active AMP skips and
+counts non-finite steps."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import warnings
 import numpy as np
 import pytest
 import torch
+from conftest import train_run
 
 import lostcities.cfr.trainer as trainer_module
 from lostcities.cfr.fitting import action_relabel
@@ -325,3 +327,67 @@ def test_losses_are_computed_in_fp32_under_low_precision():
     loss = _policy_loss(logits, masks, sigma, torch.ones(1))
     want = -(0.5 * torch.log_softmax(torch.tensor([0.0, 1.0]), 0)).sum()
     assert loss.dtype == torch.float32 and loss.item() == pytest.approx(want.item())
+
+
+def test_bf16_cpu_opt_in_is_active_without_a_warning_and_fp16_stays_refused():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the opt-in warns about nothing
+        bf16 = MixedPrecision(AmpConfig(name="bf16_cpu", dtype="bf16", on_cpu=True), "cpu")
+    assert bf16.active and bf16.scaler is None and bf16.dtype == torch.bfloat16
+    with pytest.warns(UserWarning, match="amp=fp16 requested.*fp16 autocast measured"):
+        fp16 = MixedPrecision(AmpConfig(dtype="fp16", on_cpu=True), "cpu")
+    assert not fp16.active and fp16.scaler is None
+
+
+def test_bf16_cpu_composes_as_bf16_with_the_cpu_opt_in():
+    from hydra import compose, initialize_config_module
+    from omegaconf import OmegaConf
+
+    from lostcities.config import register_configs
+    from lostcities.config_checks import typed_config
+
+    register_configs()
+    with initialize_config_module(config_module="lostcities.conf", version_base="1.3"):
+        cfg = typed_config(compose("train", overrides=["amp=bf16_cpu"]))
+        default = OmegaConf.to_object(compose("train", overrides=["amp=bf16"]))
+    assert (cfg.amp.name, cfg.amp.dtype, cfg.amp.on_cpu) == ("bf16_cpu", "bf16", True)
+    assert default.amp.on_cpu is False  # amp=bf16 keeps the CPU fallback
+
+
+@pytest.mark.filterwarnings("error:amp=")  # neither run may fall back with a warning
+@pytest.mark.parametrize("game", ["kuhn", "leduc"])
+def test_bf16_cpu_trains_a_short_run_in_bf16(game, tmp_path, monkeypatch):
+    calls = []
+    regret_loss = trainer_module._regret_loss
+
+    def recording(pred, *args):
+        calls.append(pred.dtype)
+        return regret_loss(pred, *args)
+
+    monkeypatch.setattr(trainer_module, "_regret_loss", recording)
+    rows = train_run(
+        [
+            f"game={game}",
+            "amp=bf16_cpu",
+            "network=small",
+            "traversal.traversals_per_player=20",
+            "optim.advantage_steps=8",
+            "optim.strategy_steps=8",
+            "optim.advantage_batch_size=64",
+            "optim.strategy_batch_size=64",
+            "eval.every=2",
+            "run.iterations=2",
+            "run.progress=false",
+            "tracking.enabled=false",
+        ],
+        tmp_path,
+    )
+    assert calls and set(calls) == {torch.bfloat16}  # every advantage forward ran in bf16
+    assert [row["amp/active"] for row in rows] == [1.0, 1.0]
+    assert all(
+        row["amp/grad_scale"] == 1.0 and row["amp/nonfinite_loss_count"] == 0 for row in rows
+    )
+    for row in rows:
+        assert math.isfinite(row["loss/advantage"])
+    assert math.isfinite(rows[-1]["loss/strategy"])
+    assert math.isfinite(rows[-1]["eval/exploitability"])

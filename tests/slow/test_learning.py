@@ -60,15 +60,15 @@ def test_leduc_learned_action_values_fall_with_iterations(tmp_path):
 
 
 def test_lost_cities_default_run_keeps_learning(tmp_path):
-    """The default run (no overrides, 8 iterations, ~15 min) keeps improving after its
+    """The default run (no overrides, 8 iterations, ~13 min) keeps improving after its
     first iteration: its last agent beats its iteration-1 agent on paired deals (the
     interval of the head-to-head win rate above 1/2), the search best response's margin
     against it has fallen, and it beats sigma_1 (the heuristic it starts from, played the
     same way on the same 400 games) with the score gain's interval above zero against
-    each bot. Measured (seed 0): head-to-head 0.659 [0.611, 0.704], margin 14.6 -> 10.1
-    points, score gains +19.5 to +39.7 (lower ends +15.6 to +36.6); win rate against
-    cautious and committer, averaged, 0.540 (iteration 1: 0.476; the previous one-iteration
-    default 0.494), against discard_only 0.978."""
+    each bot. Measured (seed 0, 2026-12-07): head-to-head 0.744 [0.699, 0.784], margin
+    15.0 -> -0.1 points, score gains +23.1 to +39.0 (lower ends +20.5 to +35.6); win rate
+    against cautious and committer, averaged, 0.604 (iteration 1: 0.474; the same recipe
+    without traversal.anchor: 0.540), against discard_only 0.973."""
     rows = run([], tmp_path)
     first, final = rows[0], rows[-1]
     assert final["eval/h2h/win_rate_low"] > 0.5
@@ -77,4 +77,4 @@ def test_lost_cities_default_run_keeps_learning(tmp_path):
         assert final[f"eval/{bot}/gain_score_diff_low"] > 0, bot
     assert final["eval/discard_only/win_rate0"] >= 0.95
     strong = (final["eval/cautious/win_rate0"] + final["eval/committer/win_rate0"]) / 2
-    assert strong >= 0.52
+    assert strong >= 0.56
