@@ -48,7 +48,7 @@ BLOCK = 64  # rows of the fixed-block workaround
 # d. Evaluation steps its games together, eval.batch_size (256) at first, fewer as games
 # end: the compiled forward is judged on the time to push the rows once at each size.
 COMPILE_BATCHES = (16, 64, 256)
-COMPILE_SHIP = 0.20  # plan-torch-compile.md, criterion 6: >= 20% less forward time
+COMPILE_SHIP = 0.20  # the compile design note's bar for the inference forward: >= 20% less time
 
 
 def random_play_rows(rows: int, seed: int) -> np.ndarray:

@@ -109,16 +109,16 @@ class Protocol:
 
 
 PROTOCOLS = {
-    # plan-torch-compile.md: at least 8 iterations measured with iteration 1 dropped;
+    # the compile note: at least 8 iterations measured with iteration 1 dropped;
     # the 1000-iteration projection improves by at least 5%.
     "ab": Protocol("iteration", 0.05, 1, 8, 0),
-    # plan-trainer-amp.md: advantage + strategy training drops by at least 15% averaged
+    # the AMP note: advantage + strategy training drops by at least 15% averaged
     # over 20 non-eval iterations (iterations 1-4 dropped); losses track the fp32 baseline
     # over at least 50 iterations.
     "amp": Protocol("training", 0.15, 4, 20, 50, TRAINING),
 }
-DRIFT_ITERATIONS, DRIFT_EVAL_EVERY = 100, 25  # plan-torch-compile.md's drift check
-# plan-trainer-amp.md: a GradScaler scale that stays <= 16 for > 10 iterations has collapsed.
+DRIFT_ITERATIONS, DRIFT_EVAL_EVERY = 100, 25  # the compile note's drift check
+# the AMP note: a GradScaler scale that stays <= 16 for > 10 iterations has collapsed.
 SCALE_FLOOR, SCALE_PATIENCE = 16.0, 10
 RELATIVE_TOLERANCE = 1e-9  # a band of width 0 (one seed) still admits float noise
 PARITY_ALPHA = 0.05  # an arm that changes nothing fails parity at most this often
