@@ -122,6 +122,7 @@ DRIFT_ITERATIONS, DRIFT_EVAL_EVERY = 100, 25  # the compile note's drift check
 SCALE_FLOOR, SCALE_PATIENCE = 16.0, 10
 RELATIVE_TOLERANCE = 1e-9  # a band of width 0 (one seed) still admits float noise
 PARITY_ALPHA = 0.05  # an arm that changes nothing fails parity at most this often
+SHORT_SETTING = "the short setting ran (a CPU smoke run, not the protocol)"  # never ships
 
 
 @dataclass
@@ -353,7 +354,7 @@ def timing_shortfalls(
     """Why an arm's timing (``times``: its jobs' and the baseline's) is not the protocol's."""
     out = []
     if exp.setting == "short":
-        out.append("the short setting ran (a CPU smoke run, not the protocol)")
+        out.append(SHORT_SETTING)
     if exp.warmup_iterations < protocol.warmup:
         dropped = "iteration 1" if protocol.warmup == 1 else f"iterations 1-{protocol.warmup}"
         out.append(
@@ -388,7 +389,7 @@ def drift_shortfalls(exp: ExperimentConfig, jobs: list[Job]) -> list[str]:
     """Why a drift check is shorter than the notes' (>= 100 iterations, evaluation every 25)."""
     out = []
     if exp.setting == "short":
-        out.append("the short setting ran (a CPU smoke run, not the protocol)")
+        out.append(SHORT_SETTING)
     iterations = min(max((r["step"] for r in j.rows), default=0) for j in jobs)
     if iterations < DRIFT_ITERATIONS:
         out.append(f"{iterations} iteration(s), fewer than {DRIFT_ITERATIONS}")
