@@ -28,7 +28,7 @@ from lostcities.config import (
 )
 from lostcities.config_checks import typed_config
 from lostcities.experiments.report import Job, build_report, decide, drift_check, render_markdown
-from lostcities.perf.compile import below_threshold, compile_module
+from lostcities.perf.compile import below_threshold, compile_module, measure_forward_us
 from lostcities.perf.step import TrainingStep
 
 TINY_KUHN = [
@@ -279,6 +279,42 @@ def test_the_compile_size_gate_is_the_notes():
     assert below_threshold(dataclasses.replace(shared, attention_layers=1))
     # an MLP has no attention, whatever attention_layers says
     assert below_threshold(NetworkConfig(hidden=512, layers=3, attention_layers=2))
+    # the fourth arm: an eager forward measured on a GPU above 150 us
+    assert not below_threshold(NetworkConfig(hidden=512, layers=3), gpu_forward_us=151.0)
+    assert below_threshold(NetworkConfig(hidden=512, layers=3), gpu_forward_us=150.0)
+
+
+def test_compile_passes_the_gate_on_a_measured_gpu_forward(tmp_path):
+    small = {"name": "small", "kind": "mlp", "hidden": 64, "layers": 3, "attention_layers": 0}
+    experiment = ExperimentConfig(
+        name="compile_ab", kind="ab", arms=["+compile=off", "+compile=trainer"]
+    )
+    for seed in (0, 1):
+        for arm, seconds in ((0, 1.0), (1, 0.9)):
+            rows = [
+                {"step": t, "time/iteration_seconds": seconds * (20 if t == 1 else 1),
+                 "loss/advantage": 1.0 + 0.1 * seed}
+                | ({"compile/gpu_forward_us": 180.0} if arm == 1 else {})
+                for t in range(1, 10)
+            ]  # fmt: skip
+            config = {"network": small, "compile": {"trainer": arm == 1}}
+            write_job(tmp_path, 2 * seed + arm, arm, seed, rows, config)
+    arm = build_report(experiment, tmp_path, [])["arms"][1]
+    assert arm["verdict"] == "ship", arm["reason"]
+
+
+def test_the_gate_measures_the_forward_on_cuda_only():
+    """On a CPU the trainer records no forward for the gate (its 150 us is a GPU's)."""
+    net = torch.nn.Linear(8, 3)
+    assert measure_forward_us(net, torch.zeros(16, 8), repeats=3) > 0
+    step = TrainingStep(
+        AmpConfig(), CompileConfig(trainer=True), NetworkConfig(hidden=8, layers=1),
+        torch.device("cpu"), grad_clip=0.0,
+    )  # fmt: skip
+    optimizer = torch.optim.SGD(net.parameters(), lr=0.1)
+    wrapper = torch.nn.Sequential(net)  # stands for the compiled wrapper: not `net` itself
+    step(net, wrapper, optimizer, torch.zeros(4, 8), lambda out: out.sum())
+    assert "compile/gpu_forward_us" not in step.metrics()
 
 
 # --- drift: the baseline's seed band, the protocol's length --------------------------

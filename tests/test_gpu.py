@@ -131,6 +131,8 @@ def test_compiled_trainer_runs_on_cuda_and_saves_clean_weights(tmp_path):
         torch._dynamo.reset()
     assert trainer.step._compiled  # the fits ran through compiled wrappers
     assert all(row["compile/recompiles"] <= 1 for row in rows)
+    # the size gate's measured arm: the eager forward at the training batch, on the GPU
+    assert all(row["compile/gpu_forward_us"] > 0 for row in rows)
     assert_finite_losses(rows)
     state = trainer.state_dict()
     for weights in [*state["advantage_nets"], state["policy_net"]]:

@@ -21,9 +21,9 @@ The rules are the design notes' for torch.compile of the trainer and for trainer
   It needs >= 8 timed iterations per job with iteration 1 dropped; with fewer it
   cannot ship, and the verdict says so. An arm that compiles the trainer's networks
   on a network under the size gate (hidden < 1024, layers < 6, attention layers < 2:
-  :func:`lostcities.perf.compile.below_threshold`) parks, measured anyway. The plan's
-  other way past the gate, a forward measured above ~150 us on the target GPU, is
-  not measured: no run records it.
+  :func:`lostcities.perf.compile.below_threshold`) parks, measured anyway, unless its
+  eager forward at the training batch, measured by the trainer on a CUDA device
+  (``compile/gpu_forward_us``), is above 150 us: the gate's fourth arm.
 - kind ``amp``: ships at >= 15% on advantage + policy training time
   (``time/advantage_train_seconds + time/strategy_train_seconds``). Both phases must be
   timed in every timed iteration (``optim.policy_training=continual``: with ``scratch``
@@ -333,12 +333,19 @@ def gate_of(jobs: list[Job]) -> str | None:
             return f"AMP {dtype} is inactive on this device (fp32 fallback): not measurable here"
         if (job.config.get("compile") or {}).get("trainer"):
             network = _network(job.config)
-            if below_threshold(network):
+            forward = job.series("compile/gpu_forward_us").values()
+            gpu_forward_us = max(forward) if forward else None
+            if below_threshold(network, gpu_forward_us):
+                measured = (
+                    "no forward measured on a GPU"
+                    if gpu_forward_us is None
+                    else f"GPU forward {gpu_forward_us:.0f} us <= 150 us"
+                )
                 return (
                     f"compile's size gate fails on network {network.name!r} (hidden "
                     f"{network.hidden} < 1024, layers {network.layers} < 6, attention layers "
-                    f"{network.attention_layers if network.kind == 'color_shared' else 0} < 2)"
-                    ": measured anyway"
+                    f"{network.attention_layers if network.kind == 'color_shared' else 0} < 2, "
+                    f"{measured}): measured anyway"
                 )
     return None
 
@@ -565,7 +572,8 @@ def protocol_text(report: dict[str, Any]) -> str:
                 else ""
             )
             + "; an arm parks on a gate: AMP inactive on the device, or torch.compile of the "
-            "trainer on a network with hidden < 1024, layers < 6 and < 2 attention layers"
+            "trainer on a network with hidden < 1024, layers < 6, < 2 attention layers and "
+            "no GPU forward above 150 us"
         )
     return f"Ran {setting}. Rule of kind `{report['kind']}`: {rule}."
 

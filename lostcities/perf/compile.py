@@ -14,6 +14,8 @@ re-initialises or resumes it in place (so dynamo does not recompile), and a
 
 from __future__ import annotations
 
+import statistics
+import time
 from collections.abc import Mapping
 
 import numpy as np
@@ -48,24 +50,44 @@ def load_clean_state_dict(module: torch.nn.Module, state: Mapping[str, torch.Ten
     getattr(module, "_orig_mod", module).load_state_dict(strip_compiled_prefix(state))
 
 
-# The compile design note's size gate (its "threshold rule": hidden >= 1024, or layers >= 6,
-# or >= 2 attention layers): below all three, compile's dispatch overhead outweighs the
-# fused kernels (a 512x3 MLP measured slower compiled). The note's fourth arm, a forward
-# measured above ~150 us at the trainer's batch size on the target GPU, is not measured
-# here: no run records it.
+# The compile design note's size gate (its "threshold rule"): hidden >= 1024, or layers >= 6,
+# or >= 2 attention layers, or an eager forward above ~150 us at the trainer's batch size on
+# the target GPU. Below all four, compile's dispatch overhead outweighs the fused kernels
+# (a 512x3 MLP measured slower compiled). The forward arm counts on a CUDA device only:
+# its 150 us was calibrated on a GPU, and a CPU's forward of any network exceeds it.
 GATE_HIDDEN, GATE_LAYERS, GATE_ATTENTION_LAYERS = 1024, 6, 2
+GATE_FORWARD_US = 150.0
 
 
-def below_threshold(network: NetworkConfig) -> bool:
+def below_threshold(network: NetworkConfig, gpu_forward_us: float | None = None) -> bool:
     """True for a network too small for torch.compile to pay on: hidden < 1024, fewer
-    than 6 layers, and fewer than 2 attention layers (an MLP has none: ``attention_layers``
-    is read by ``color_shared`` only)."""
+    than 6 layers, fewer than 2 attention layers (an MLP has none: ``attention_layers``
+    is read by ``color_shared`` only), and no eager forward measured on a GPU above
+    150 us (``gpu_forward_us``: None where none was measured on CUDA)."""
     attention = network.attention_layers if network.kind == "color_shared" else 0
     return (
         network.hidden < GATE_HIDDEN
         and network.layers < GATE_LAYERS
         and attention < GATE_ATTENTION_LAYERS
+        and (gpu_forward_us is None or gpu_forward_us <= GATE_FORWARD_US)
     )
+
+
+def measure_forward_us(net: torch.nn.Module, features: torch.Tensor, repeats: int = 20) -> float:
+    """Median time in microseconds of ``net``'s eager forward on ``features`` (b, d), no
+    gradient, after 3 warm-up calls; on CUDA each call is synchronised, so the time is the
+    kernels' and not the launch's."""
+    sync = torch.cuda.synchronize if features.device.type == "cuda" else (lambda: None)
+    times = []
+    with torch.no_grad():
+        for i in range(3 + repeats):
+            sync()
+            start = time.perf_counter()
+            net(features)
+            sync()
+            if i >= 3:
+                times.append(time.perf_counter() - start)
+    return statistics.median(times) * 1e6
 
 
 def compile_module(module: torch.nn.Module, cfg: CompileConfig, dynamic: bool) -> torch.nn.Module:

@@ -31,6 +31,7 @@ from lostcities.perf.compile import (
     clean_state_dict,
     compile_module,
     load_clean_state_dict,
+    measure_forward_us,
 )
 
 __all__ = ["TrainingStep"]
@@ -62,23 +63,43 @@ class TrainingStep:
         self.recompile_watch: RecompileWatch | None = None
         self._compiled: dict[int, torch.nn.Module] = {}  # id(plain net) -> its training wrapper
         self._inference: torch.nn.Module | None = None  # compiled evaluation forward
+        self.network = network
+        self.device = device
+        # id(plain net) -> its eager forward's time (us) at the training batch, on CUDA
+        self.gpu_forward_us: dict[int, float] = {}
         if compile is not None and (compile.trainer or compile.inference):
             self.recompile_watch = RecompileWatch(compile.max_recompiles)
-            if below_threshold(network):
-                attention = network.attention_layers if network.kind == "color_shared" else 0
-                warnings.warn(
-                    f"torch.compile on network {network.name!r} (hidden {network.hidden}, "
-                    f"{network.layers} layers, {attention} attention layers), under the size "
-                    "where it pays (hidden >= 1024, layers >= 6 or >= 2 attention layers): "
-                    "expect it slower than eager",
-                    stacklevel=3,
-                )
+            # On CUDA the gate's fourth arm (a measured forward) is decided at the first step
+            if device.type != "cuda" and below_threshold(network):
+                self._warn_below_threshold(None)
             if compile.inference and batch_invariant:
                 warnings.warn(
                     "compile.inference ignored: determinism's batch-invariant row-wise "
                     "evaluation forward takes precedence",
                     stacklevel=3,
                 )
+
+    def _warn_below_threshold(self, gpu_forward_us: float | None) -> None:
+        network = self.network
+        attention = network.attention_layers if network.kind == "color_shared" else 0
+        measured = "" if gpu_forward_us is None else f", forward {gpu_forward_us:.0f} us"
+        warnings.warn(
+            f"torch.compile on network {network.name!r} (hidden {network.hidden}, "
+            f"{network.layers} layers, {attention} attention layers{measured}), under the "
+            "size where it pays (hidden >= 1024, layers >= 6, >= 2 attention layers or a "
+            "GPU forward above 150 us): expect it slower than eager",
+            stacklevel=4,
+        )
+
+    def _measure_gate(self, net: torch.nn.Module, features: torch.Tensor) -> None:
+        """The size gate's measured arm, once per network on CUDA: its eager forward at
+        the training batch ``features`` (b, d)."""
+        if self.device.type != "cuda" or id(net) in self.gpu_forward_us:
+            return
+        us = measure_forward_us(net, features)
+        self.gpu_forward_us[id(net)] = us
+        if len(self.gpu_forward_us) == 1 and below_threshold(self.network, us):
+            self._warn_below_threshold(us)
 
     # --- the networks -------------------------------------------------------------------
     def forward_of(self, net: torch.nn.Module) -> torch.nn.Module:
@@ -141,6 +162,8 @@ class TrainingStep:
         """One optimiser step of ``net`` (the plain module; ``forward``: what
         :meth:`forward_of` gave for it) on ``features`` (b, d); ``loss_fn(out, *loss_args)``
         maps the forward's (b, A) output to the fp32 loss, which is returned (not synced)."""
+        if forward is not net:
+            self._measure_gate(net, features)
         with self.amp.autocast():
             out = forward(features)
         loss = loss_fn(out, *loss_args)
@@ -168,11 +191,14 @@ class TrainingStep:
 
     def metrics(self) -> dict[str, float]:
         """``amp/*`` and, with compile, ``compile/recompiles`` (checked against the limit
-        first: this also catches recompiles of the last evaluation)."""
+        first: this also catches recompiles of the last evaluation) and, on CUDA,
+        ``compile/gpu_forward_us`` (the largest eager forward the size gate measured)."""
         metrics = self.amp.metrics()
         if self.recompile_watch is not None:
             self.recompile_watch.check()
             metrics["compile/recompiles"] = self.recompile_watch.recompiles
+        if self.gpu_forward_us:
+            metrics["compile/gpu_forward_us"] = max(self.gpu_forward_us.values())
         return metrics
 
     def state_dict(self) -> dict:
