@@ -36,6 +36,7 @@ from lostcities.cfr.workers import (
     WorkerSpec,
     build_worker_traverser,
     run_all,
+    value_network,
 )
 from lostcities.config import TrainConfig, register_configs
 from lostcities.games._state import op_costs
@@ -49,10 +50,22 @@ def compose_config(overrides: list[str]) -> TrainConfig:
         return OmegaConf.to_object(compose("train", overrides=["game=lost_cities", *overrides]))
 
 
+def traverser_at_iteration_2(spec: WorkerSpec, cfg: TrainConfig):
+    """(traverser, sigma) of a worker built from ``spec``, sigma holding the networks of
+    iteration 2 (:func:`with_networks`)."""
+    traverser, sigma, *_ = build_worker_traverser(spec)
+    with_networks(sigma, cfg, traverser.dim, traverser.num_actions)
+    return traverser, sigma
+
+
 def with_networks(sigma: AdvantagePolicy, cfg: TrainConfig, dim: int, actions: int) -> None:
+    """Sigma of iteration 2: advantage networks and, with learned action values, a history
+    value network (freshly initialised: the traversal's cost does not depend on fit)."""
     for player in (0, 1):
         net = build_network(cfg.network, dim, actions, seed=player).eval()
         sigma.set_network(player, net, regret_weight=1.0, iteration=ITERATION - 1)
+    if cfg.traversal.action_values == "learned":
+        sigma.set_value_network(value_network(cfg.value, dim, seed=2).eval())
 
 
 class Timed:
@@ -73,8 +86,7 @@ class Timed:
 
 def run_arm(arm: str, cfg: TrainConfig, ids, pools) -> tuple[float, int]:
     """Seconds and nodes of the ID list on one arm."""
-    traverser, sigma, *_ = build_worker_traverser(spec_of(cfg))
-    with_networks(sigma, cfg, traverser.dim, traverser.num_actions)
+    traverser, sigma = traverser_at_iteration_2(spec_of(cfg), cfg)
     start = time.perf_counter()
     if arm == "inline":
         results = run_traversals(traverser, ids)
@@ -92,8 +104,7 @@ def spec_of(cfg: TrainConfig) -> WorkerSpec:
 
 def shares(cfg: TrainConfig, ids) -> None:
     """Where inline traversal time goes, and the forward limit at the traversal's batches."""
-    traverser, sigma, *_ = build_worker_traverser(spec_of(cfg))
-    with_networks(sigma, cfg, traverser.dim, traverser.num_actions)
+    traverser, sigma = traverser_at_iteration_2(spec_of(cfg), cfg)
     forwards = [Timed(f, rows_of=0) for f in sigma.forwards]
     sigma.forwards = forwards
     seed = sigma.initial = Timed(sigma.initial)
@@ -147,8 +158,7 @@ def differing(cfg: TrainConfig, ids, inference_batch: int) -> tuple[int, int]:
     runs = []
     for cap in (0, inference_batch):
         capped = replace(cfg.traversal, inference_batch=cap)
-        traverser, sigma, *_ = build_worker_traverser(replace(spec_of(cfg), traversal=capped))
-        with_networks(sigma, cfg, traverser.dim, traverser.num_actions)
+        traverser, sigma = traverser_at_iteration_2(replace(spec_of(cfg), traversal=capped), cfg)
         runs.append(run_traversals(traverser, ids))
     changed = sum(
         any(
@@ -187,7 +197,8 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
         for mode, cfg in modes.items():
             for workers in (1, 2):
                 pool = ProcessExecutor(spec_of(cfg), num_workers=workers)
-                run_all(pool, ids[:2], AdvantagePolicy())  # start-up and imports out of the timing
+                warm_up = traverser_at_iteration_2(spec_of(cfg), cfg)[1]
+                run_all(pool, ids[:2], warm_up)  # start-up and imports out of the timing
                 pools[(mode, workers)] = pool
         seconds: Counter[tuple[str, str]] = Counter()
         nodes: Counter[tuple[str, str]] = Counter()

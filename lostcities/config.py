@@ -31,6 +31,7 @@ from lostcities.config_rules import (
     one_of,
     optional_label,
     positive,
+    ray_address,
     seed,
     texts,
 )
@@ -44,7 +45,7 @@ SCHEMES = ("external", "rollout")  # lostcities/cfr/_traverse.pyx
 ACTION_VALUES = ("playout", "learned")  # lostcities/cfr/_traverse.pyx
 UPDATES = ("alternating", "simultaneous")  # lostcities/cfr/trainer.py
 INITIAL_STRATEGIES = ("uniform", "lost_cities_heuristic")  # lostcities/cfr/initial.py
-EXECUTORS = ("inline", "processes")  # lostcities/cfr/workers.py
+EXECUTORS = ("inline", "processes", "ray")  # lostcities/cfr/workers.py, ray_workers.py
 LR_SCHEDULES = ("constant", "cosine")
 POLICY_TRAINING = ("scratch", "continual")
 BOT_NAMES = (  # lostcities/eval/opponents.py
@@ -147,11 +148,18 @@ class TraversalConfig:
     """Memoize sigma per information state within an iteration (exact; pays off on
     small games whose infosets repeat, useless on Lost Cities)."""
     executor: str = checked("inline", one_of(EXECUTORS))
-    """Where traversals run: ``inline`` (in the trainer's process) or ``processes`` (a pool
-    of ``num_workers`` spawned worker processes that lives for the whole run). A performance
-    setting only: results do not depend on it (see lostcities/cfr/workers.py)."""
+    """Where traversals run: ``inline`` (in the trainer's process), ``processes`` (a pool
+    of ``num_workers`` spawned worker processes that lives for the whole run) or ``ray``
+    (``num_workers`` actors on the Ray cluster at ``ray_address``; needs the ``ray`` extra).
+    A performance setting only: results do not depend on it (see
+    lostcities/cfr/workers.py)."""
     num_workers: int = checked(0, integer(0))
-    """Worker processes of the ``processes`` executor (0: the cores this process may use)."""
+    """Worker processes of the ``processes`` executor (0: the cores this process may use),
+    or actors of ``ray`` (0: one per CPU of the cluster)."""
+    ray_address: str | None = checked(None, ray_address())
+    """The Ray cluster of ``executor=ray``: null starts a local Ray for the run (stopped at
+    its end), ``auto`` joins the cluster this machine belongs to (``ray start``),
+    ``HOST:PORT`` a head node's GCS address, ``ray://HOST:PORT`` a Ray client server."""
     chunk_size: int = checked(0, integer(0))
     """Traversal IDs per task sent to a worker (0: automatic, about four tasks per worker
     per iteration and player so that uneven traversal lengths still balance)."""
@@ -367,8 +375,9 @@ class ExperimentConfig:
     warmup_iterations: int = checked(1, integer(0))
     """Iterations dropped from timing means (compile, caches, worker start-up)."""
     isolate: bool = checked(True, boolean())
-    """Run every job of the sweep in a fresh process, one at a time (compile caches, torch
-    thread settings and RNG state cannot leak between arms; timings do not overlap)."""
+    """Run every job of the sweep in a fresh process, whichever Hydra launcher runs the
+    jobs (compile caches, torch thread settings and RNG state cannot leak between arms):
+    lostcities/experiments/launch.py."""
 
 
 @dataclass

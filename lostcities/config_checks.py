@@ -124,6 +124,12 @@ CROSS_RULES: tuple[CrossRule, ...] = (
         lambda c: not c.amp.on_cpu or c.amp.dtype == "bf16",
         lambda c: f"false with amp.dtype={c.amp.dtype} (the CPU opt-in is bf16's)",
     ),
+    # an address another executor would never use
+    CrossRule(
+        "traversal.ray_address",
+        lambda c: c.traversal.ray_address is None or c.traversal.executor == "ray",
+        lambda c: f"null with traversal.executor={c.traversal.executor} (only ray connects to it)",
+    ),
 )
 """Combinations the code relies on, checked after every field passed its own rule."""
 

@@ -24,6 +24,7 @@ RULE = "rule"
 
 SEED_LIMIT = 2**64  # seeds are uint64 in the C random streams (lostcities/_rng.pxd)
 DEVICE = re.compile(r"cpu|mps|cuda(:\d+)?")
+RAY_ADDRESS = re.compile(r"auto|(ray://)?[\w.-]+:\d+")
 
 
 class Rule(NamedTuple):
@@ -122,4 +123,11 @@ def device() -> Rule:
     return Rule(
         lambda v: isinstance(v, str) and DEVICE.fullmatch(v) is not None,
         "cpu, mps, cuda or cuda:N",
+    )
+
+
+def ray_address() -> Rule:
+    return Rule(
+        lambda v: v is None or (isinstance(v, str) and RAY_ADDRESS.fullmatch(v) is not None),
+        "null (a local Ray started by the run), auto, HOST:PORT or ray://HOST:PORT",
     )

@@ -60,7 +60,10 @@ def deferred_interrupts() -> Iterator[None]:
 
 class InterruptForwarder:
     """What :func:`forwarded_interrupts` yields: ``received`` lists the signals that came
-    (in order); :meth:`attach` names the process they go to."""
+    (in order); :meth:`attach` names the process they go to. Each kind goes on once: the
+    process is stopping already, and a repeat must not cut short its unwinding (its
+    MLflow run would stay RUNNING). Repeats come unasked: submitit's local launcher passes
+    a terminal's Ctrl-C on to its jobs again, milliseconds after the terminal did."""
 
     def __init__(self) -> None:
         self.received: list[int] = []
@@ -69,12 +72,13 @@ class InterruptForwarder:
     def attach(self, pid: int) -> None:
         """Send from now on to ``pid``, starting with any signal that came before."""
         self.pid = pid
-        for signum in self.received:
+        for signum in dict.fromkeys(self.received):
             os.kill(pid, signum)
 
     def __call__(self, signum: int, frame: object) -> None:
+        repeat = signum in self.received
         self.received.append(signum)
-        if self.pid is not None:
+        if self.pid is not None and not repeat:
             os.kill(self.pid, signum)
 
 

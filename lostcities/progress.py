@@ -103,7 +103,8 @@ class ProgressLine:
             self.close()
 
     def header(self, line: str) -> None:
-        """One line before the first iteration (what runs, and how: threads, workers)."""
+        """A line of its own, outside the iterations: what runs, and how (threads,
+        workers), before the first; where to see the run's charts, before and after."""
         if self.enabled:
             self._write(line)
 

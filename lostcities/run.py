@@ -92,6 +92,11 @@ def run_tags(cfg: TrainConfig, executor: Executor | None) -> dict[str, str]:
         "determinism/batch_invariant_inference": str(cfg.determinism.batch_invariant_inference),
         "traversal/executor": cfg.traversal.executor,
         "traversal/num_workers": str(getattr(executor, "num_workers", 0)),
+        **(
+            {"traversal/ray_address": getattr(executor, "address", "")}
+            if cfg.traversal.executor == "ray"
+            else {}
+        ),
         "amp": cfg.amp.name,
         "compile": "none" if cfg.compile is None else cfg.compile.name,
         **provenance_tags(),
@@ -185,8 +190,13 @@ class TrainingRun:
                 # A resume with tracking off keeps the run id, so that a later resume with
                 # tracking on still continues that run.
                 self.mlflow_run_id = tracker.run_id or resume_run_id
+                charts = tracker.where_to_see()
+                if charts:
+                    progress.header(f"MLflow charts: {charts}")
                 while trainer.iteration < cfg.run.iterations:
                     last = self._iteration(trainer, tracker, progress)
+            if charts and tracker.mlflow_active:  # the run is complete in MLflow now
+                progress.header(f"MLflow charts: {charts}")
         except KeyboardInterrupt as e:  # the tracker has ended the run KILLED
             name = e.signal_name if isinstance(e, Interrupted) else "SIGINT"
             raise Interrupted(name, trainer.iteration) from None  # the line names the iteration
@@ -295,8 +305,7 @@ def run_header(cfg: TrainConfig, trainer: DeepCFRTrainer, executor, run_dir: Pat
     """``lost_cities | network compact (256x2) | seed 0 | iterations 0/5 | torch threads 1
     | traversal inline | device cpu | outputs/...``: the settings a slow run is judged by."""
     net = cfg.network
-    workers = getattr(executor, "num_workers", 0)
-    traversal = f"{workers} worker processes" if workers else "inline"
+    traversal = executor.description if executor is not None else "inline"
     return (
         f"{cfg.game.name} | network {net.name} ({net.hidden}x{net.layers}) | seed "
         f"{cfg.run.seed} | iterations {trainer.iteration}/{cfg.run.iterations} | torch threads "

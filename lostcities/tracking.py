@@ -16,9 +16,14 @@ database, locked sqlite, unreachable server), the tracker prints one warning
 line to stderr and stops using MLflow for the rest of the run; the JSONL file
 keeps every line. Errors that are the caller's fault (a metric name MLflow
 would reject, a non-numeric value, a missing artifact file) still raise.
-Note: an unreachable *HTTP* server is only detected after MLflow's own retries
-(``MLFLOW_HTTP_REQUEST_MAX_RETRIES``, ``MLFLOW_HTTP_REQUEST_TIMEOUT``), which
-can take minutes; lower those variables when that matters.
+
+A tracking server (an ``http://`` or ``https://`` URI) is asked once, before MLflow is
+used, with a timeout of :data:`SERVER_PROBE_TIMEOUT_S` (:func:`check_server`): one that
+does not answer turns MLflow off for the run at once, where MLflow's own retries would
+hold the run for minutes. A server that fails later, mid-run, gets MLflow's retries
+(``MLFLOW_HTTP_REQUEST_MAX_RETRIES``, 7 by default, about 4 minutes in all, so a server
+that restarts meanwhile loses nothing) before the warning; lower that variable to give
+up sooner.
 
 Resume: a run resumed from a checkpoint continues the MLflow run that wrote the
 checkpoint (see :class:`Tracker`), so its curves stay one line, and its
@@ -30,15 +35,21 @@ tags come from :mod:`lostcities.provenance`.
 
 from __future__ import annotations
 
+import http.client
 import json
 import math
 import os
 import posixpath
 import re
 import secrets
+import shlex
+import ssl
 import sys
 import tempfile
 import time
+import urllib.error
+import urllib.parse
+import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
@@ -60,12 +71,22 @@ _METRIC_NAME = re.compile(r"^[/\w.\- ]+$")
 # Tags whose values make the run name when the caller gives none, in this order.
 RUN_NAME_TAGS = ("game", "network")
 
-# MLflow 3's UI opens an experiment on its GenAI overview unless this experiment tag
-# names another kind; "custom_model_development" opens the runs table and charts. (The
-# values are the UI's ExperimentKind enum, mlflow/server/js; the UI's own kind selector
-# writes the same tag. mlflow/demo/generators/traces.py sets "genai_development".)
+# The kind of experiment (the UI's ExperimentKind enum, mlflow/server/js; the UI's own
+# kind selector writes the same tag): "custom_model_development" is a training run's.
+# MLflow 3.x UIs that choose their layout by experiment read it; MLflow 3.17's UI chooses
+# by its GenAI / Model training switch instead (WORKFLOW_PARAM below), and opens on GenAI.
 EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
 EXPERIMENT_KIND = "custom_model_development"
+
+# MLflow 3.17's UI: the run page's tab of metric charts, and the URL parameter that sets
+# its GenAI / Model training switch to Model training (runs table, "Runs" breadcrumb); the
+# switch is remembered by the browser only when clicked.
+CHARTS_TAB = "model-metrics"
+WORKFLOW_PARAM = "workflowType=machine_learning"
+MLFLOW_UI_ADDRESS = "http://127.0.0.1:5000"  # where `mlflow ui` serves unless told otherwise
+
+# How long the one request that decides whether a tracking server is up may take.
+SERVER_PROBE_TIMEOUT_S = 5.0
 
 # Overrides that never go into a run name: already in it (game, network, seed), or
 # saying nothing about what was trained.
@@ -87,6 +108,60 @@ def resolve_tracking_uri(configured: str | None) -> str:
     if from_env:
         return from_env
     return f"sqlite:///{Path.cwd() / 'mlflow.db'}"
+
+
+def is_server(uri: str) -> bool:
+    """Whether ``uri`` names a tracking server (``http://`` or ``https://``)."""
+    return uri.lower().startswith(("http://", "https://"))
+
+
+def check_server(uri: str, experiment: str, timeout: float = SERVER_PROBE_TIMEOUT_S) -> None:
+    """Raise ConnectionError unless the tracking server at ``uri`` answers one request
+    (the lookup of ``experiment``, MLflow's own first call) within ``timeout`` seconds.
+
+    One try, no retries: the answer is known within ``timeout`` (plus a name lookup),
+    where MLflow's retries take minutes. Any answer below HTTP 500 counts as up (404:
+    no such experiment yet; 401: MLflow sends its credentials, this request does not),
+    as does a TLS failure (MLflow may trust a certificate this request does not). A
+    refused or timed-out connection, an unknown host and a 5xx (a proxy without its
+    server, a server without its database) count as down."""
+    query = urllib.parse.urlencode({"experiment_name": experiment})
+    url = f"{uri.rstrip('/')}/api/2.0/mlflow/experiments/get-by-name?{query}"
+    try:
+        with urllib.request.urlopen(url, timeout=timeout):
+            return
+    except urllib.error.HTTPError as e:
+        if e.code < 500:
+            return
+        reason = f"HTTP {e.code} {e.reason}"
+    except urllib.error.URLError as e:  # no connection: refused, timed out, unknown host
+        cause = e.reason
+        if isinstance(cause, ssl.SSLError):
+            return
+        reason = _one_line(cause) if isinstance(cause, BaseException) else str(cause)
+    except (OSError, http.client.HTTPException) as e:  # the answer timed out, broke off
+        if isinstance(e, ssl.SSLError):  # or was no HTTP
+            return
+        reason = _one_line(e)
+    raise ConnectionError(f"no answer ({reason}; one try, {timeout:g} s timeout)")
+
+
+def charts_url(server: str, experiment_id: str, run_id: str) -> str:
+    """The page of MLflow's UI at ``server`` that shows the run's metric charts, in the
+    UI's Model training mode."""
+    return (
+        f"{server.rstrip('/')}/#/experiments/{experiment_id}/runs/{run_id}/{CHARTS_TAB}"
+        f"?{WORKFLOW_PARAM}"
+    )
+
+
+def where_to_see(uri: str, experiment_id: str, run_id: str) -> str:
+    """How to open the run's metric charts: their URL on a tracking server; for a local
+    store (sqlite), the ``mlflow ui`` command that serves it, then the URL."""
+    if is_server(uri):
+        return charts_url(uri, experiment_id, run_id)
+    command = shlex.join(["mlflow", "ui", "--backend-store-uri", uri])
+    return f"{command}, then {charts_url(MLFLOW_UI_ADDRESS, experiment_id, run_id)}"
 
 
 def flatten(mapping: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
@@ -171,7 +246,7 @@ class Tracker:
     ``{"config.yaml": ..., "overrides.yaml": ...}``. The run is named ``cfg.run_name``,
     else ``run_name`` (see :func:`default_run_name`), else from the ``game`` and
     ``network`` tags. The experiment gets the :data:`EXPERIMENT_KIND_TAG` tag unless it
-    has one, so MLflow's UI opens it on the runs view.
+    has one. :meth:`where_to_see` says how to open the run's charts in MLflow's UI.
 
     Resume: ``resume_step`` is the iteration of the checkpoint a resumed run starts
     from, ``resume_run_id`` the MLflow run that wrote it. If that run is still in the
@@ -215,6 +290,7 @@ class Tracker:
         self.curve_path = self.run_dir / CURVE_FILE
         self.uri: str | None = resolve_tracking_uri(cfg.tracking_uri) if cfg.enabled else None
         self.run_id: str | None = None
+        self.experiment_id: str | None = None
         self.continued = False
         self._run_name_default = run_name
         self._resume_run_id = resume_run_id
@@ -231,6 +307,13 @@ class Tracker:
     @property
     def mlflow_active(self) -> bool:
         return self._mlflow_on and self._client is not None
+
+    def where_to_see(self) -> str | None:
+        """How to open this run's metric charts in MLflow's UI (see :func:`where_to_see`);
+        None without an MLflow run."""
+        if self.uri is None or self.run_id is None or self.experiment_id is None:
+            return None
+        return where_to_see(self.uri, self.experiment_id, self.run_id)
 
     # -- lifecycle -----------------------------------------------------------------
 
@@ -327,11 +410,14 @@ class Tracker:
             )
 
     def _start_run(self) -> None:
+        if is_server(self.uri):
+            check_server(self.uri, self.cfg.experiment)
         from mlflow import MlflowClient
         from mlflow.entities import Param, RunTag
 
         client = MlflowClient(tracking_uri=self.uri)
         experiment_id = _experiment_id(client, self.cfg.experiment)
+        self.experiment_id = experiment_id
         tags = {k[:_MAX_KEY]: _clip(v, _MAX_TAG_VALUE) for k, v in self._tags.items()}
         if self.cfg.parent_run_id:  # MLflow's own tag: the UI shows this run nested
             tags["mlflow.parentRunId"] = self.cfg.parent_run_id
@@ -422,7 +508,10 @@ def start_parent_run(cfg: TrackingConfig, name: str, tags: Mapping[str, str]) ->
     try:
         from mlflow import MlflowClient
 
-        client = MlflowClient(tracking_uri=resolve_tracking_uri(cfg.tracking_uri))
+        uri = resolve_tracking_uri(cfg.tracking_uri)
+        if is_server(uri):
+            check_server(uri, cfg.experiment)
+        client = MlflowClient(tracking_uri=uri)
         experiment_id = _experiment_id(client, cfg.experiment)
         tags = {k: _clip(str(v), _MAX_TAG_VALUE) for k, v in tags.items()}
         return client.create_run(experiment_id, run_name=name, tags=tags).info.run_id
@@ -445,7 +534,10 @@ def finish_parent_run(
         from mlflow import MlflowClient
         from mlflow.entities import Metric
 
-        client = MlflowClient(tracking_uri=resolve_tracking_uri(cfg.tracking_uri))
+        uri = resolve_tracking_uri(cfg.tracking_uri)
+        if is_server(uri):
+            check_server(uri, cfg.experiment)
+        client = MlflowClient(tracking_uri=uri)
         stamp = int(time.time() * 1000)
         batch = [Metric(k, float(v), stamp, 0) for k, v in metrics.items() if math.isfinite(v)]
         client.log_batch(run_id, metrics=batch)

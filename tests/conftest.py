@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -52,6 +58,81 @@ def mlflow_uri(mlflow_template: Path, tmp_path: Path, monkeypatch: pytest.Monkey
     shutil.copyfile(mlflow_template, path)
     monkeypatch.chdir(tmp_path)
     return f"sqlite:///{path}"
+
+
+def free_port() -> int:
+    """A TCP port of 127.0.0.1 that nothing listens on now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class MlflowServer:
+    """A live ``mlflow server`` on 127.0.0.1: its sqlite store (a copy of ``template``
+    unless ``root`` has one) and the artifacts it serves are in ``root``, its log is
+    ``root/server.log``. ``start()`` returns once it answers; ``kill()`` ends it at once
+    (SIGKILL to its process group: the server and its uvicorn worker), as a crash would.
+    A server started again on the same root and port is the same server restarted."""
+
+    def __init__(self, root: Path, template: Path, port: int | None = None) -> None:
+        self.root = root
+        self.store = root / "mlflow.db"
+        self.artifacts = root / "artifacts"
+        self.port = free_port() if port is None else port
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.template = template
+        self.process: subprocess.Popen | None = None
+
+    def start(self, timeout: float = 180.0) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+        if not self.store.exists():
+            shutil.copyfile(self.template, self.store)  # MLflow's tables cost seconds to make
+        env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
+        env["MLFLOW_SERVER_ENABLE_JOB_EXECUTION"] = "false"  # its job runner: not needed here
+        command = [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1"]
+        command += ["--port", str(self.port), "--workers", "1"]
+        command += ["--backend-store-uri", f"sqlite:///{self.store}"]
+        command += ["--artifacts-destination", str(self.artifacts)]
+        with open(self.root / "server.log", "ab") as log:
+            self.process = subprocess.Popen(
+                command, cwd=self.root, env=env, stdout=log, stderr=log, start_new_session=True
+            )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                pytest.fail(f"mlflow server exited {self.process.returncode}: {self.log_tail()}")
+            try:
+                with urllib.request.urlopen(f"{self.url}/health", timeout=2) as answer:
+                    if answer.status == 200:
+                        return
+            except OSError:
+                pass
+            time.sleep(0.25)
+        self.kill()
+        pytest.fail(f"mlflow server not up after {timeout:g} s: {self.log_tail()}")
+
+    def kill(self) -> None:
+        if self.process is None:
+            return
+        try:
+            os.killpg(self.process.pid, signal.SIGKILL)  # its own session: start_new_session
+        except ProcessLookupError:
+            pass
+        self.process.wait()
+        self.process = None
+
+    def log_tail(self) -> str:
+        path = self.root / "server.log"
+        return path.read_text(errors="replace")[-2000:] if path.exists() else "(no log)"
+
+
+@pytest.fixture
+def mlflow_server(mlflow_template: Path, tmp_path: Path):
+    """A live MLflow tracking server with an empty store in ``tmp_path/server``."""
+    server = MlflowServer(tmp_path / "server", mlflow_template)
+    server.start()
+    yield server
+    server.kill()
 
 
 LOST_CITIES_TINY = [
@@ -117,8 +198,12 @@ def load_exact_tree():
 
 
 def load_benchmark(name: str):
-    """benchmarks/<name>.py as a module."""
-    return load_module(Path(__file__).resolve().parents[1] / "benchmarks" / f"{name}.py", name)
+    """benchmarks/<name>.py as a module, importing its siblings as a script run there
+    would (its folder on sys.path)."""
+    folder = Path(__file__).resolve().parents[1] / "benchmarks"
+    if str(folder) not in sys.path:
+        sys.path.append(str(folder))
+    return load_module(folder / f"{name}.py", name)
 
 
 def session_processes(sid: int) -> list[int]:

@@ -28,7 +28,7 @@ register_configs()  # the schemas conf/train.yaml composes against
 
 def test_every_field_of_config_py_declares_a_rule():
     keys = list(RULES)
-    assert len(keys) == len(set(keys)) == 104
+    assert len(keys) == len(set(keys)) == 105
     assert {c.key for c in CROSS_RULES} <= set(keys)
 
 
@@ -74,6 +74,12 @@ BAD_VALUES: dict[str, list[str]] = {
     "null or a non-empty string": ["''"],
     "a list of non-empty strings": ["['']", "['+compile=off','']"],
     "cpu, mps, cuda or cuda:N": ["gpu", "cuda:x", "CPU"],
+    "null (a local Ray started by the run), auto, HOST:PORT or ray://HOST:PORT": [
+        "''",
+        "head",
+        "http://head:6379",
+        "ray://head",
+    ],
     "true or false": ["maybe"],  # a wrong type: Hydra itself rejects it (see below)
 }
 """Override values each kind of rule must reject, by the rule's expected text."""
@@ -84,6 +90,7 @@ NEEDS = {"compile": ["+compile=trainer"], "experiment": ["+experiment=compile_ab
 """Overrides that make an optional section present."""
 
 CROSS_CASES: dict[str, list[str]] = {
+    "traversal.ray_address": ["traversal.executor=processes", "traversal.ray_address=auto"],
     "network.kind": ["game=kuhn", "network=color_shared"],
     "network.attention_heads": ["network=color_shared", "network.attention_heads=3"],
     "traversal.sampling_policy": ["game=leduc", "traversal.sampling_policy=lost_cities_heuristic"],

@@ -79,6 +79,42 @@ def test_forwarded_signals_go_to_the_attached_process_only():
         child.wait()
 
 
+def test_a_repeated_signal_is_forwarded_once():
+    """The second Ctrl-C (submitit's local launcher repeats a terminal's) would cut short
+    the child's unwinding: it is recorded, not passed on."""
+    count = (
+        "import signal, sys\n"
+        "seen = []\n"
+        "def on_sigint(signum, frame):\n"
+        "    seen.append(signum)\n"
+        "    print('got', flush=True)\n"
+        "signal.signal(signal.SIGINT, on_sigint)\n"
+        "print('ready', flush=True)\n"
+        "sys.stdin.read()\n"
+        "print(len(seen), flush=True)\n"
+    )
+    child = subprocess.Popen(
+        [sys.executable, "-c", count],
+        process_group=0,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert child.stdout.readline() == "ready\n"
+        with forwarded_interrupts() as forwarder:
+            forwarder.attach(child.pid)
+            signal.raise_signal(signal.SIGINT)
+            assert child.stdout.readline() == "got\n"  # handled: a second one would count
+            signal.raise_signal(signal.SIGINT)
+        assert forwarder.received == [signal.SIGINT, signal.SIGINT]
+        out, _ = child.communicate("", timeout=30)
+        assert out == "1\n"
+    finally:
+        child.kill()
+        child.wait()
+
+
 def test_an_ignored_signal_is_not_forwarded():
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:

@@ -21,6 +21,7 @@ from lostcities.tracking import (
     flatten,
     resolve_tracking_uri,
     resume_metrics_file,
+    where_to_see,
 )
 
 WARNING = "WARNING lostcities.tracking"
@@ -239,7 +240,7 @@ def test_store_failing_mid_run(mlflow_uri, tmp_path, monkeypatch, capsys):
 # -- experiment kind, run names, provenance ---------------------------------------------
 
 
-def test_experiment_kind_opens_the_runs_view(mlflow_uri, tmp_path):
+def test_experiment_gets_the_model_training_kind_tag(mlflow_uri, tmp_path):
     client = MlflowClient(tracking_uri=mlflow_uri)
     client.create_experiment("old")  # as an earlier version made it: no kind
     client.create_experiment("chosen", tags={EXPERIMENT_KIND_TAG: "genai_development"})
@@ -289,6 +290,25 @@ def test_named_run(mlflow_uri, tmp_path):
     with Tracker(cfg, tmp_path, tags=TAGS, run_name="leduc-x-1") as t:
         pass
     assert MlflowClient(tracking_uri=mlflow_uri).get_run(t.run_id).info.run_name == "leduc-x-1"
+
+
+def test_where_to_see_a_run_in_the_ui(mlflow_uri, tmp_path):
+    with Tracker(TrackingConfig(enabled=False), tmp_path / "off") as t:
+        assert t.where_to_see() is None
+    with Tracker(TrackingConfig(tracking_uri=mlflow_uri, experiment="unit"), tmp_path) as t:
+        pass
+    experiment = MlflowClient(tracking_uri=mlflow_uri).get_experiment_by_name("unit")
+    path = f"#/experiments/{experiment.experiment_id}/runs/{t.run_id}/model-metrics"
+    assert t.where_to_see() == (
+        f"mlflow ui --backend-store-uri {mlflow_uri}, then "
+        f"http://127.0.0.1:5000/{path}?workflowType=machine_learning"
+    )
+    assert where_to_see("http://mlflow.lab:5000/", "7", "abc") == (
+        "http://mlflow.lab:5000/#/experiments/7/runs/abc/model-metrics"
+        "?workflowType=machine_learning"
+    )
+    spaced = "sqlite:////data/my runs/mlflow.db"  # quoted, so that the command pastes as is
+    assert where_to_see(spaced, "1", "r").startswith(f"mlflow ui --backend-store-uri '{spaced}', ")
 
 
 # -- resume: continuing the MLflow run ------------------------------------------------

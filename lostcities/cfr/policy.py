@@ -312,7 +312,10 @@ def _loaded(weights: dict | None, new_net) -> torch.nn.Module | None:
     if weights is None:
         return None
     net = new_net()
-    net.load_state_dict({k: torch.from_numpy(v) for k, v in weights.items()})
+    # arrays from Ray's object store are read-only (shared memory): torch needs its own copy
+    net.load_state_dict(
+        {k: torch.from_numpy(v if v.flags.writeable else v.copy()) for k, v in weights.items()}
+    )
     return net.eval()
 
 

@@ -19,7 +19,11 @@ its traversal IDs and the cause; the chunk is rerun in a fresh worker up to
 ``traversal.worker_retries`` times (identical results, same keyed streams),
 then the run stops with a one-line :class:`WorkerError`. Workers never log to
 MLflow: stats travel back with the results and the trainer logs them.
-A Ray executor would implement the same ``run(ids, sigma, on_progress)``: the optional
+
+The scheduling (chunks in ID order, results yielded in ID order, named reruns) is
+:class:`ChunkedExecutor`'s; ``ProcessExecutor`` and
+:class:`lostcities.cfr.ray_workers.RayExecutor` (actors on a Ray cluster) differ only in
+how a chunk reaches a :class:`TraversalWorker` and comes back. ``run``'s optional
 ``on_progress(done)`` hears how many results are in, for a progress display.
 """
 
@@ -183,15 +187,35 @@ def build_worker_traverser(spec: WorkerSpec):
     return traverser, sigma, new_net, new_value_net
 
 
+class TraversalWorker:
+    """What a worker runs, in a spawned process or a Ray actor: one torch thread, the
+    run's determinism settings, and a traverser rebuilt from ``spec`` whose sigma is
+    replaced by each weight snapshot it is sent."""
+
+    def __init__(self, spec: WorkerSpec) -> None:
+        from lostcities.perf.determinism import apply_determinism
+
+        torch.set_num_threads(1)
+        apply_determinism(spec.determinism)
+        self.traverser, self.sigma, self.new_net, self.new_value_net = build_worker_traverser(spec)
+
+    def load(self, snapshot: dict) -> None:
+        """Play sigma as ``snapshot`` (AdvantagePolicy.snapshot) describes it."""
+        self.sigma.load_snapshot(snapshot, self.new_net, self.new_value_net)
+
+    def run(self, ids: list[TraversalId]) -> list[TraversalResult]:
+        return run_traversals(self.traverser, ids)
+
+    def pid(self) -> int:
+        """The process this worker runs in (a Ray actor's is not known otherwise)."""
+        return os.getpid()
+
+
 def _worker_main(spec: WorkerSpec, conn: Connection) -> None:
     """A worker's loop: ("policy", snapshot) | ("run", task, ids) | ("stop",)."""
     # Ctrl-C reaches the whole process group: the trainer handles it and stops the pool.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    torch.set_num_threads(1)
-    from lostcities.perf.determinism import apply_determinism
-
-    apply_determinism(spec.determinism)
-    traverser, sigma, new_net, new_value_net = build_worker_traverser(spec)
+    worker = TraversalWorker(spec)
     while True:
         try:
             message = conn.recv()
@@ -201,11 +225,11 @@ def _worker_main(spec: WorkerSpec, conn: Connection) -> None:
         if kind == "stop":
             return
         if kind == "policy":
-            sigma.load_snapshot(message[1], new_net, new_value_net)
+            worker.load(message[1])
             continue
         _, task, ids = message
         try:
-            reply = ("done", task, run_traversals(traverser, ids))
+            reply = ("done", task, worker.run(ids))
         except Exception as error:  # reported with the chunk's IDs by the trainer
             reply = ("error", task, f"{type(error).__name__}: {error}")
         try:
@@ -267,36 +291,26 @@ def _stop_all(workers: list[_Worker]) -> None:
         worker.stop(busy_ok=worker.chunk is not None)
 
 
-class ProcessExecutor:
-    """A pool of ``num_workers`` spawned traversal workers that lives until ``close``.
+class ChunkedExecutor:
+    """A pool of ``num_workers`` workers that run chunks of an ID list: the scheduling
+    every pooled executor shares. Chunks go to idle workers in ID order; results are
+    yielded in ID order (a chunk that finishes ahead of an earlier one waits); a chunk
+    whose worker raised or died is named and rerun in a fresh worker up to ``retries``
+    times, then the run stops with a one-line :class:`WorkerError`. Subclasses own the
+    transport: :meth:`_dispatch`, :meth:`_collect`, :meth:`_abandon` and ``close``.
 
-    ``num_workers`` (0: the cores this process may use), ``chunk_size`` (0: automatic) and
-    ``retries`` are validated by lostcities/config_checks.py."""
+    ``num_workers``, ``chunk_size`` (0: automatic) and ``retries`` are validated by
+    lostcities/config_checks.py."""
 
-    def __init__(
-        self, spec: WorkerSpec, num_workers: int = 0, chunk_size: int = 0, retries: int = 1
-    ) -> None:
-        self.spec = spec
-        self.num_workers = num_workers or len(os.sched_getaffinity(0))
+    num_workers: int
+
+    def __init__(self, chunk_size: int = 0, retries: int = 1) -> None:
         self.chunk_size = chunk_size
         self.retries = retries
         self.restarts = 0  # workers replaced after a failure, over the pool's life
-        # spawn: a fresh interpreter, no inherited torch threads or locks (fork is unsafe
-        # with threads); everything a worker needs comes from the picklable spec.
-        self._context = mp.get_context("spawn")
-        self.workers = [_Worker(self._context, spec) for _ in range(self.num_workers)]
-        self._task = 0
-        # closes the pool even if the caller forgets (interpreter exit, garbage collection)
-        self._finalizer = weakref.finalize(self, _stop_all, self.workers)
-
-    def pids(self) -> list[int | None]:
-        return [w.pid for w in self.workers]
-
-    def busy_pids(self) -> list[int | None]:
-        return [w.pid for w in self.workers if w.chunk is not None]
 
     def chunks(self, ids: list[TraversalId]) -> list[list[TraversalId]]:
-        tasks = TASKS_PER_WORKER * len(self.workers)
+        tasks = TASKS_PER_WORKER * self.num_workers
         size = self.chunk_size or min(MAX_AUTO_CHUNK, max(1, math.ceil(len(ids) / tasks)))
         return [ids[i : i + size] for i in range(0, len(ids), size)]
 
@@ -327,16 +341,87 @@ class ProcessExecutor:
                 self._dispatch(chunks, pending, sigma, snapshot)  # busy while the caller merges
                 yield finished.pop(next_index)
         finally:
-            for worker in self.workers:  # only after an early stop: abandon in-flight chunks
-                if worker.chunk is not None:
-                    worker.stop(busy_ok=True)
-                    worker.chunk = None
+            self._abandon()  # only after an early stop: in-flight chunks are dropped
+
+    def _failed(self, chunk, chunk_index: int, attempt: int, cause: str, pending: deque) -> None:
+        if attempt >= self.retries:
+            raise WorkerError(
+                f"{describe_ids(chunk)} failed in a traversal worker "
+                f"{attempt + 1} time(s) (traversal.worker_retries={self.retries}): {cause}"
+            )
+        log.warning("%s failed (%s); rerunning them in a fresh worker", describe_ids(chunk), cause)
+        pending.appendleft((chunk_index, attempt + 1))
 
     def _dispatch(
         self, chunks: list[list[TraversalId]], pending: deque, sigma, snapshot: list
     ) -> None:
         """Send the next pending chunks to the idle workers (the weights first, once per
         sigma version and worker; ``snapshot`` caches them for the call)."""
+        raise NotImplementedError
+
+    def _collect(
+        self, chunks: list[list[TraversalId]], pending: deque
+    ) -> list[tuple[int, list[TraversalResult]]]:
+        """Wait until at least one busy worker answers or dies, and handle every one that
+        did: (chunk index, results) of each chunk that came back whole."""
+        raise NotImplementedError
+
+    def _abandon(self) -> None:
+        """Stop the chunks still in flight (their workers are replaced on the next call)."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    @property
+    def description(self) -> str:
+        """Where the traversals run, for the run's header line."""
+        raise NotImplementedError
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class ProcessExecutor(ChunkedExecutor):
+    """A pool of ``num_workers`` spawned traversal workers that lives until ``close``
+    (``num_workers`` 0: the cores this process may use)."""
+
+    def __init__(
+        self, spec: WorkerSpec, num_workers: int = 0, chunk_size: int = 0, retries: int = 1
+    ) -> None:
+        super().__init__(chunk_size, retries)
+        self.spec = spec
+        self.num_workers = num_workers or len(os.sched_getaffinity(0))
+        # spawn: a fresh interpreter, no inherited torch threads or locks (fork is unsafe
+        # with threads); everything a worker needs comes from the picklable spec.
+        self._context = mp.get_context("spawn")
+        self.workers = [_Worker(self._context, spec) for _ in range(self.num_workers)]
+        self._task = 0
+        # closes the pool even if the caller forgets (interpreter exit, garbage collection)
+        self._finalizer = weakref.finalize(self, _stop_all, self.workers)
+
+    @property
+    def description(self) -> str:
+        return f"{self.num_workers} worker processes"
+
+    def pids(self) -> list[int | None]:
+        return [w.pid for w in self.workers]
+
+    def busy_pids(self) -> list[int | None]:
+        return [w.pid for w in self.workers if w.chunk is not None]
+
+    def _abandon(self) -> None:
+        for worker in self.workers:
+            if worker.chunk is not None:
+                worker.stop(busy_ok=True)
+                worker.chunk = None
+
+    def _dispatch(
+        self, chunks: list[list[TraversalId]], pending: deque, sigma, snapshot: list
+    ) -> None:
         for index, worker in enumerate(self.workers):
             if not pending:
                 break
@@ -362,8 +447,6 @@ class ProcessExecutor:
     def _collect(
         self, chunks: list[list[TraversalId]], pending: deque
     ) -> list[tuple[int, list[TraversalResult]]]:
-        """Wait until at least one busy worker answers or dies, and handle every one that
-        did: (chunk index, results) of each chunk that came back whole."""
         busy = [w for w in self.workers if w.chunk is not None]
         if not busy:  # every send failed and was requeued: dispatch again to fresh workers
             return []
@@ -390,15 +473,6 @@ class ProcessExecutor:
             self._replace(self.workers.index(worker), cause)
         return done
 
-    def _failed(self, chunk, chunk_index: int, attempt: int, cause: str, pending: deque) -> None:
-        if attempt >= self.retries:
-            raise WorkerError(
-                f"{describe_ids(chunk)} failed in a traversal worker "
-                f"{attempt + 1} time(s) (traversal.worker_retries={self.retries}): {cause}"
-            )
-        log.warning("%s failed (%s); rerunning them in a fresh worker", describe_ids(chunk), cause)
-        pending.appendleft((chunk_index, attempt + 1))
-
     def _replace(self, index: int, cause: str) -> _Worker:
         """A fresh worker in slot ``index`` (the old one is stopped for good)."""
         old = self.workers[index]
@@ -414,18 +488,18 @@ class ProcessExecutor:
             self._finalizer.detach()
             _stop_all(self.workers)
 
-    def __enter__(self) -> ProcessExecutor:
-        return self
 
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-
-def make_executor(spec: WorkerSpec) -> ProcessExecutor | None:
+def make_executor(spec: WorkerSpec) -> ChunkedExecutor | None:
     """The executor ``spec.traversal.executor`` names (one of EXECUTORS, validated by
     lostcities/config_checks.py); None for ``inline`` (the trainer builds that one on its
     own sigma)."""
     cfg = spec.traversal
     if cfg.executor == "inline":
         return None
+    if cfg.executor == "ray":
+        from lostcities.cfr.ray_workers import RayExecutor  # ray is an optional extra
+
+        return RayExecutor(
+            spec, cfg.num_workers, cfg.chunk_size, cfg.worker_retries, cfg.ray_address
+        )
     return ProcessExecutor(spec, cfg.num_workers, cfg.chunk_size, cfg.worker_retries)

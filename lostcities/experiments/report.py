@@ -5,7 +5,9 @@
 run that the arms nest under; at the end it reads every job's ``arm.json``,
 ``metrics.jsonl`` and ``.hydra/config.yaml``, writes ``report.md``,
 ``report.json`` and PNG plots into the sweep directory, and logs them to the
-parent run.
+parent run. Both hooks run in the launching process, also when a launcher plugin runs
+the jobs elsewhere; then a job that failed is reported at the end, in place of the
+report (lostcities/experiments/launch.py).
 
 The rules are the design notes' for torch.compile of the trainer and for trainer AMP
 (their bench protocols), with their numbers in :data:`PROTOCOLS` and the constants below:
@@ -15,7 +17,11 @@ The rules are the design notes' for torch.compile of the trainer and for trainer
   per job the mean of ``time/iteration_seconds`` and of each phase over them; the
   1000-iteration projection is the iteration mean times 1000. An arm's effect is
   paired by seed, ``1 - arm / baseline`` (positive = faster), on the measure its
-  kind judges, reported as the mean and the min..max over seeds.
+  kind judges, reported as the mean and the min..max over seeds. The pairs compare
+  like with like only if every job of the arm and of the baseline ran on one machine,
+  one at a time, as each job's ``arm.json`` records (machine, start, end): otherwise
+  the arm cannot ship (a launcher plugin runs jobs at once unless
+  ``hydra.sweeper.max_batch_size=1``, the timing experiments' default).
 - kind ``ab`` (torch.compile of the trainer, the compile plan's target A, or any
   switch judged on iteration time): ships at >= 5% on the 1000-iteration projection.
   It needs >= 8 timed iterations per job with iteration 1 dropped; with fewer it
@@ -76,10 +82,13 @@ from omegaconf import DictConfig, OmegaConf
 from lostcities.config import ExperimentConfig, NetworkConfig, TrackingConfig
 from lostcities.experiments.launch import (
     ARM_FILE,
+    SweepGuard,
     arm_label,
-    read_sweep_state,
+    end_sweep,
+    job_order,
+    report_stopped_jobs,
     settings,
-    write_sweep_state,
+    stopped_jobs,
 )
 from lostcities.perf.compile import below_threshold
 
@@ -131,6 +140,10 @@ class Job:
     seed: int
     rows: list[dict]
     config: dict = field(default_factory=dict)
+    name: str = ""  # the job directory's name
+    host: str | None = None  # where and when it ran (None: not recorded)
+    started: float | None = None
+    ended: float | None = None
 
     def series(self, key: str) -> dict[int, float]:
         """Every logged value of ``key`` by step, non-finite ones included (parity counts
@@ -155,7 +168,18 @@ def load_jobs(sweep_dir: Path) -> list[Job]:
         config = (
             OmegaConf.to_container(OmegaConf.load(config_file)) if config_file.is_file() else {}
         )
-        jobs.append(Job(arm["arm"], arm["seed"], rows, config))
+        jobs.append(
+            Job(
+                arm["arm"],
+                arm["seed"],
+                rows,
+                config,
+                job_dir.name,
+                arm.get("host"),
+                arm.get("started"),
+                arm.get("ended"),
+            )
+        )
     return jobs
 
 
@@ -203,6 +227,48 @@ def paired_effects(arm: list[Timing], seeds: list[int], base: dict[int, Timing],
         for t, seed in zip(arm, seeds, strict=True)
         if seed in base
     ]
+
+
+def concurrency(jobs: list[Job]) -> dict[str, Any]:
+    """How the jobs ran, from what each recorded: ``hosts`` (the machines), ``overlapping``
+    (the jobs that ran at the same time as another job on the same machine: their
+    timings are not comparable) and ``recorded`` (every job recorded it)."""
+    ran = [j for j in jobs if None not in (j.host, j.started, j.ended)]
+    overlapping = {
+        a.name
+        for a in ran
+        for b in ran
+        if a is not b and a.host == b.host and a.started < b.ended and b.started < a.ended
+    }
+    return {
+        "hosts": sorted({j.host for j in ran}),
+        "overlapping": sorted(overlapping, key=job_order),
+        "recorded": len(ran) == len(jobs),
+    }
+
+
+def concurrency_shortfalls(ran: dict[str, Any], jobs: list[Job]) -> list[str]:
+    """Why timings of ``jobs`` (an arm's and its baseline's) cannot be compared: paired by
+    seed, they must come from one machine, one job at a time, as Hydra's basic launcher
+    runs them (a launcher plugin: ``hydra.sweeper.max_batch_size=1``, the timing
+    experiments' default, and one node). ``ran``: :func:`concurrency` of the whole sweep
+    (a job of a third arm that overlapped one of ``jobs`` counts too)."""
+    names = {j.name for j in jobs}
+    overlapping = [name for name in ran["overlapping"] if name in names]
+    hosts = sorted({j.host for j in jobs if j.host is not None})
+    out = []
+    if overlapping:
+        out.append(
+            f"jobs {', '.join(overlapping)} ran at the same time as another on one "
+            "machine (one at a time: hydra.sweeper.max_batch_size=1)"
+        )
+    if len(hosts) > 1:
+        out.append(
+            f"the jobs ran on {len(hosts)} machines ({', '.join(hosts)}), so the paired "
+            "effects compare machines (one node: its name in "
+            "hydra.launcher.additional_parameters.nodelist)"
+        )
+    return out
 
 
 # --- parity ------------------------------------------------------------------------
@@ -462,6 +528,7 @@ def build_report(exp: ExperimentConfig, sweep_dir: Path, command: list[str]) -> 
     protocol = PROTOCOLS.get(exp.kind)
     judged = protocol.measure if protocol else "iteration"
     curves = drift_metrics(jobs)
+    ran = concurrency(jobs)
     report: dict[str, Any] = {
         "name": exp.name,
         "kind": exp.kind,
@@ -472,6 +539,7 @@ def build_report(exp: ExperimentConfig, sweep_dir: Path, command: list[str]) -> 
         "warmup_iterations": exp.warmup_iterations,
         "protocol": dataclasses.asdict(protocol) if protocol else None,
         "curves": curves,
+        "concurrency": ran,
         "arms": [],
     }
     for a in arms:
@@ -493,7 +561,7 @@ def build_report(exp: ExperimentConfig, sweep_dir: Path, command: list[str]) -> 
             parity_steps = int(max(compared, default=0))
             shortfalls = timing_shortfalls(
                 exp, protocol, times + list(base_times.values()), parity_steps
-            )
+            ) + concurrency_shortfalls(ran, runs + base)
             verdict = decide(
                 effects[judged]["mean"],
                 protocol.ship_at,
@@ -571,11 +639,26 @@ def protocol_text(report: dict[str, Any]) -> str:
                 if p["min_parity_steps"]
                 else ""
             )
+            + ", every job on one machine, one at a time"
             + "; an arm parks on a gate: AMP inactive on the device, or torch.compile of the "
             "trainer on a network with hidden < 1024, layers < 6, < 2 attention layers and "
             "no GPU forward above 150 us"
         )
     return f"Ran {setting}. Rule of kind `{report['kind']}`: {rule}."
+
+
+def how_jobs_ran(ran: dict[str, Any]) -> str:
+    """One sentence from :func:`concurrency`'s record."""
+    if ran["overlapping"]:
+        return (
+            f"Every job ran in its own process; {', '.join(ran['overlapping'])} ran at the same "
+            "time as another job on one machine, so their timings are not comparable."
+        )
+    if not ran["recorded"]:
+        return "Every job ran in its own process."
+    hosts = ran["hosts"]
+    where = "one machine" if len(hosts) == 1 else f"{len(hosts)} machines ({', '.join(hosts)})"
+    return f"Every job ran in its own process, one at a time on {where}, seeds interleaved."
 
 
 def render_markdown(report: dict[str, Any]) -> str:
@@ -585,8 +668,8 @@ def render_markdown(report: dict[str, Any]) -> str:
         f"Sweep `{report['sweep_dir']}`; "
         f"command overrides: `{' '.join(report['command']) or '-'}`; "
         f"seeds {report['seeds']}; first {report['warmup_iterations']} iteration(s) dropped from "
-        "timings, and every iteration that evaluated or wrote a checkpoint. Every job ran in "
-        "its own process, one at a time, seeds interleaved.",
+        "timings, and every iteration that evaluated or wrote a checkpoint. "
+        + how_jobs_ran(report["concurrency"]),
         "",
         protocol_text(report),
         "",
@@ -695,7 +778,11 @@ def plot(report: dict[str, Any], out_dir: Path) -> list[Path]:
 
 
 class SweepReport(Callback):
-    """Hydra callback of the experiment sweeps (see conf/experiment/)."""
+    """Hydra callback of the experiment sweeps (see conf/experiment/). Both hooks run in
+    the launching process, whichever launcher runs the jobs (lostcities/experiments/
+    launch.py): the start before any job is submitted, the end after the launcher has
+    returned every job. Hydra turns an exception of a callback into a warning; the
+    sweep's exit code comes from ``SystemExit``, which it lets through."""
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         from lostcities.tracking import start_parent_run
@@ -707,13 +794,19 @@ class SweepReport(Callback):
         parent = start_parent_run(
             tracking, name, {"experiment": exp.name, "sweep_dir": str(sweep_dir)}
         )
-        write_sweep_state(sweep_dir, {"parent_run_id": parent, "name": name})
+        self._guard = SweepGuard(tracking, sweep_dir)
+        self._guard.open(parent, name)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
-        from lostcities.tracking import finish_parent_run
-
         exp, tracking = _typed(config)
         sweep_dir = Path(config.hydra.sweep.dir)
+        # Only a launcher plugin's jobs get here after failing (the basic launcher's first
+        # failure stops the sweep): their exit codes are in their arm.json.
+        stopped = stopped_jobs(sweep_dir)
+        if stopped:
+            code = report_stopped_jobs(tracking, sweep_dir, stopped)
+            self._guard.close()
+            raise SystemExit(code)
         report = build_report(exp, sweep_dir, settings(list(config.hydra.overrides.task)))
         (sweep_dir / "report.json").write_text(json.dumps(report, indent=1))
         (sweep_dir / "report.md").write_text(render_markdown(report))
@@ -725,9 +818,8 @@ class SweepReport(Callback):
             metrics[f"arm{arm['arm']}/effect"] = arm["effect_mean"]
             metrics[f"arm{arm['arm']}/drift_passed"] = float(arm["drift_passed"])
             metrics[f"arm{arm['arm']}/parity_passed"] = float(arm["parity_passed"])
-        finish_parent_run(
-            tracking, read_sweep_state(sweep_dir).get("parent_run_id"), metrics, files
-        )
+        end_sweep(tracking, sweep_dir, "FINISHED", metrics, files)
+        self._guard.close()
         print(f"report: {sweep_dir / 'report.md'}", flush=True)
         print(render_markdown(report).split("## Verdict")[-1].strip(), flush=True)
 
