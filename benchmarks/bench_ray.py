@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import logging
 import sys
 import time
 from collections import Counter
@@ -30,7 +29,7 @@ import torch
 from bench_workers import ITERATION, compose_config, spec_of, traverser_at_iteration_2
 
 from lostcities.cfr.policy import AdvantagePolicy
-from lostcities.cfr.ray_workers import RayExecutor
+from lostcities.cfr.ray_workers import RayExecutor, connect
 from lostcities.cfr.traversal import TraversalId
 from lostcities.cfr.workers import ProcessExecutor, run_all
 
@@ -80,7 +79,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     small: dict[str, object] = {}
     # One local Ray for every Ray arm: 1 + 2 + 2 actors of 1 logical CPU each, which
     # take turns on this machine's cores like the process pools do.
-    ray.init(num_cpus=5, include_dashboard=False, logging_level=logging.WARNING)
+    connect(None, num_cpus=5)
     try:
         for name, workers in arms:
             pool = EXECUTORS[name](spec_of(cfg), num_workers=workers)

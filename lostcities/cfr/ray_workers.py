@@ -108,6 +108,26 @@ def _kill_all(actors: list[_Actor], connected: bool) -> None:
         ray.shutdown()
 
 
+def connect(address: str | None, num_cpus: int) -> None:
+    """Connect this process to the Ray cluster at ``address`` (None: start a local Ray
+    with ``num_cpus`` CPUs, even where one runs already), keeping this process's Python
+    handlers of SIGINT and SIGTERM; WorkerError (one line) if no cluster answers."""
+    ray = _ray()
+    options: dict = {"include_dashboard": False, "logging_level": logging.WARNING}
+    if address is None:
+        options["num_cpus"] = num_cpus
+    try:
+        with _python_signal_handlers_kept():
+            ray.init(address=address or "local", **options)
+    except (ConnectionError, RuntimeError) as error:
+        first_line = str(error).strip().splitlines()[0] if str(error).strip() else ""
+        raise WorkerError(
+            f"traversal.ray_address={address}: no Ray cluster reachable there "
+            "(expected a running head node, ray start --head, and where it checks "
+            f"tokens RAY_AUTH_MODE=token with its token): {first_line}"
+        ) from None
+
+
 class RayExecutor(ChunkedExecutor):
     """``num_workers`` traversal actors on the Ray cluster at ``address`` (None: a local
     Ray started here, with as many CPUs as this process may use or ``num_workers`` if
@@ -127,7 +147,7 @@ class RayExecutor(ChunkedExecutor):
         self.spec = spec
         self.connected = not ray.is_initialized()  # else: the caller's connection
         if self.connected:
-            self._connect(ray, address, num_workers)
+            connect(address, max(num_workers, len(os.sched_getaffinity(0))))
         self.address = address or "local"
         self.num_workers = num_workers or int(ray.cluster_resources().get("CPU", 1))
         # Restarts and task retries off: a lost chunk is rerun by _failed, named.
@@ -138,22 +158,6 @@ class RayExecutor(ChunkedExecutor):
         self._weights: tuple[int, object] | None = None  # (sigma version, ObjectRef)
         self._finalizer = weakref.finalize(self, _kill_all, self.actors, self.connected)
         self._await_pids(self.actors)
-
-    @staticmethod
-    def _connect(ray, address: str | None, num_workers: int) -> None:
-        options: dict = {"include_dashboard": False, "logging_level": logging.WARNING}
-        if address is None:  # "local": a new Ray even where one runs already (ray start)
-            options["num_cpus"] = max(num_workers, len(os.sched_getaffinity(0)))
-        try:
-            with _python_signal_handlers_kept():
-                ray.init(address=address or "local", **options)
-        except (ConnectionError, RuntimeError) as error:
-            first_line = str(error).strip().splitlines()[0] if str(error).strip() else ""
-            raise WorkerError(
-                f"traversal.ray_address={address}: no Ray cluster reachable there "
-                "(expected a running head node, ray start --head, and where it checks "
-                f"tokens RAY_AUTH_MODE=token with its token): {first_line}"
-            ) from None
 
     def _new_actor(self) -> _Actor:
         return _Actor(self._actor_class.remote(self.spec))

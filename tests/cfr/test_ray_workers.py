@@ -12,30 +12,30 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
-import numpy as np
 import pytest
 from test_workers import (
     LEDUC,
     LOST_CITIES_LEARNED,
     TIMING,
+    _children_alive,
     _nan_policy,
+    assert_inline_results,
     assert_same_run,
     config,
     run_trainer,
+    run_with_a_kill,
 )
 
 from lostcities.cfr.policy import AdvantagePolicy
-from lostcities.cfr.traversal import TraversalId, make_traverser, run_traversals
+from lostcities.cfr.traversal import TraversalId
 from lostcities.cfr.workers import WorkerError, WorkerSpec, run_all
-from lostcities.games import make_game
 
 ray = pytest.importorskip("ray", reason="the ray extra is not installed")
 
-from lostcities.cfr.ray_workers import RayExecutor  # noqa: E402  (needs ray)
+from lostcities.cfr.ray_workers import RayExecutor, connect  # noqa: E402  (needs ray)
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -66,18 +66,6 @@ def cluster() -> str:
         subprocess.run([*ray_cli, "stop", "--force"], env=env, capture_output=True, timeout=120)
 
 
-def _alive(pids) -> list[int]:
-    alive = []
-    for pid in pids:
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                if f.read().split(") ")[1][0] != "Z":  # a zombie is gone
-                    alive.append(pid)
-        except FileNotFoundError:
-            continue
-    return alive
-
-
 @pytest.mark.parametrize(
     ("game", "iterations"), [(LEDUC, 3), (LOST_CITIES_LEARNED, 2)], ids=["leduc", "lost_cities"]
 )
@@ -103,58 +91,24 @@ def _leduc_actors(cluster: str, retries: int) -> tuple[RayExecutor, AdvantagePol
     return executor, AdvantagePolicy(), [TraversalId(1, 0, k) for k in range(400)]
 
 
-def _kill_a_busy_actor(executor: RayExecutor, killed: list) -> None:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        busy = executor.busy_pids()
-        if busy and busy[0] is not None:
-            os.kill(busy[0], signal.SIGKILL)
-            killed.append(busy[0])
-            return
-        time.sleep(0.005)
-
-
 def test_a_killed_actor_is_named_rerun_and_gives_identical_results(cluster, caplog):
     executor, sigma, ids = _leduc_actors(cluster, retries=1)
-    cfg = config([*LEDUC, "determinism=strict"])
-    inline = make_traverser(make_game(cfg.game).prototype, AdvantagePolicy(), cfg.traversal, 0)
-    expected = run_traversals(inline, ids)
     killed: list[int] = []
-    try:
-        run_all(executor, ids[:2], sigma)  # actors up and warm: the kill lands mid-chunk
-        killer = threading.Thread(target=_kill_a_busy_actor, args=(executor, killed))
-        killer.start()
-        with caplog.at_level("WARNING"):
-            results = run_all(executor, ids, sigma)
-        killer.join()
-        everyone = executor.pids() + killed
-    finally:
-        executor.close()
+    with caplog.at_level("WARNING"):
+        results, everyone = run_with_a_kill(executor, sigma, ids, killed)
     assert killed and executor.restarts >= 1
-    assert (
-        "traversal IDs (1, 0, " in caplog.text and f"Ray actor pid {killed[0]} died" in caplog.text
-    )
-    assert [r.id for r in results] == ids
-    for got, want in zip(results, expected, strict=True):
-        assert got.stats == want.stats
-        for x, y in zip(got.advantage + got.strategy, want.advantage + want.strategy, strict=True):
-            assert np.array_equal(x, y)
+    assert "traversal IDs (1, 0, " in caplog.text
+    assert f"Ray actor pid {killed[0]} died" in caplog.text
+    assert_inline_results(results, ids)
     time.sleep(1.0)  # Ray reaps a killed actor's process asynchronously
-    assert _alive(everyone) == []
+    assert _children_alive(everyone) == []
 
 
 def test_a_killed_actor_without_retries_stops_with_one_line(cluster):
     executor, sigma, ids = _leduc_actors(cluster, retries=0)
     killed: list[int] = []
-    try:
-        run_all(executor, ids[:2], sigma)
-        killer = threading.Thread(target=_kill_a_busy_actor, args=(executor, killed))
-        killer.start()
-        with pytest.raises(WorkerError) as error:
-            run_all(executor, ids, sigma)
-        killer.join()
-    finally:
-        executor.close()
+    with pytest.raises(WorkerError) as error:
+        run_with_a_kill(executor, sigma, ids, killed)
     message = str(error.value)
     assert "\n" not in message
     assert "traversal IDs (1, 0, " in message and f"Ray actor pid {killed[0]} died" in message
@@ -169,6 +123,23 @@ def test_an_error_in_an_actor_names_the_ids_and_the_cause(cluster):
     message = str(error.value)
     assert "\n" not in message
     assert "(5, 0, 0)" in message and "NonFiniteError" in message and "iteration 4" in message
+
+
+def test_connecting_keeps_the_python_signal_handlers(cluster):
+    """ray.init sets its own SIGTERM handler (sys.exit); the run's clean stop needs its own."""
+
+    def on_sigterm(signum, frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, on_sigterm)
+    try:
+        if ray.is_initialized():
+            ray.shutdown()
+        connect(cluster, num_cpus=0)
+        assert signal.getsignal(signal.SIGTERM) is on_sigterm
+    finally:
+        ray.shutdown()
+        signal.signal(signal.SIGTERM, previous)
 
 
 def test_without_ray_the_executor_says_which_extra_to_install(monkeypatch):
@@ -244,4 +215,4 @@ def test_sigterm_stops_a_run_on_ray_cleanly_and_leaves_no_actor(tmp_path):
     assert "interrupted (SIGTERM)" in stderr
     assert actors  # the run's actors were found, and are gone now
     time.sleep(2.0)
-    assert _alive(int(pid) for pid in actors) == []
+    assert _children_alive([int(pid) for pid in actors]) == []

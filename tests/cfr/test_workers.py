@@ -202,15 +202,15 @@ def _leduc_pool(retries: int) -> tuple[ProcessExecutor, AdvantagePolicy, list]:
     return pool, AdvantagePolicy(), ids
 
 
-def _kill_a_busy_worker(pool: ProcessExecutor, killed: list) -> None:
+def _kill_a_busy_worker(executor, killed: list) -> None:
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        busy = pool.busy_pids()
+        busy = executor.busy_pids()
         if busy and busy[0] is not None:
             os.kill(busy[0], signal.SIGKILL)
             killed.append(busy[0])
             return
-        time.sleep(0.01)
+        time.sleep(0.005)
 
 
 def _children_alive(pids) -> list[int]:
@@ -227,44 +227,50 @@ def _children_alive(pids) -> list[int]:
     return alive
 
 
-def test_killed_worker_is_named_rerun_and_gives_identical_results(caplog):
-    pool, sigma, ids = _leduc_pool(retries=1)
+def run_with_a_kill(executor, sigma, ids: list, killed: list) -> tuple[list, list[int]]:
+    """(results of ``ids``, every worker pid seen) while one busy worker of ``executor``
+    (a pooled executor) is killed mid-chunk; its pid lands in ``killed``. The executor
+    is closed after."""
+    try:
+        run_all(executor, ids[:2], sigma)  # workers up and warm: the kill lands mid-chunk
+        killer = threading.Thread(target=_kill_a_busy_worker, args=(executor, killed))
+        killer.start()
+        try:
+            results = run_all(executor, ids, sigma)
+        finally:
+            killer.join()
+        return results, executor.pids() + killed
+    finally:
+        executor.close()
+
+
+def assert_inline_results(results: list, ids: list) -> None:
+    """``results`` are those of ``ids`` run inline (Leduc, strict), bit for bit."""
     cfg = config([*LEDUC, "determinism=strict"])
     inline = make_traverser(make_game(cfg.game).prototype, AdvantagePolicy(), cfg.traversal, 0)
-    expected = run_traversals(inline, ids)
-    killed: list[int] = []
-    try:
-        run_all(pool, ids[:2], sigma)  # workers up and warm: the kill lands mid-chunk
-        killer = threading.Thread(target=_kill_a_busy_worker, args=(pool, killed))
-        killer.start()
-        with caplog.at_level("WARNING"):
-            results = run_all(pool, ids, sigma)
-        killer.join()
-        everyone = pool.pids() + killed
-    finally:
-        pool.close()
-    assert killed and pool.restarts >= 1
-    assert "traversal IDs (1, 0, " in caplog.text and "killed by SIGKILL" in caplog.text
     assert [r.id for r in results] == ids
-    for got, want in zip(results, expected, strict=True):
+    for got, want in zip(results, run_traversals(inline, ids), strict=True):
         assert got.stats == want.stats
         for x, y in zip(got.advantage + got.strategy, want.advantage + want.strategy, strict=True):
             assert np.array_equal(x, y)
+
+
+def test_killed_worker_is_named_rerun_and_gives_identical_results(caplog):
+    pool, sigma, ids = _leduc_pool(retries=1)
+    killed: list[int] = []
+    with caplog.at_level("WARNING"):
+        results, everyone = run_with_a_kill(pool, sigma, ids, killed)
+    assert killed and pool.restarts >= 1
+    assert "traversal IDs (1, 0, " in caplog.text and "killed by SIGKILL" in caplog.text
+    assert_inline_results(results, ids)
     assert _children_alive(everyone) == []
 
 
 def test_killed_worker_without_retries_stops_with_one_line():
     pool, sigma, ids = _leduc_pool(retries=0)
     killed: list[int] = []
-    try:
-        run_all(pool, ids[:2], sigma)
-        killer = threading.Thread(target=_kill_a_busy_worker, args=(pool, killed))
-        killer.start()
-        with pytest.raises(WorkerError) as error:
-            run_all(pool, ids, sigma)
-        killer.join()
-    finally:
-        pool.close()
+    with pytest.raises(WorkerError) as error:
+        run_with_a_kill(pool, sigma, ids, killed)
     message = str(error.value)
     assert "\n" not in message
     assert "traversal IDs (1, 0, " in message and "killed by SIGKILL" in message
