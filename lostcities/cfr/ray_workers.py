@@ -235,9 +235,10 @@ class RayExecutor(ChunkedExecutor):
                 continue
             except ray.exceptions.RayActorError as error:
                 cause = f"Ray actor pid {actor.pid} died ({type(error).__name__})"
-            except ray.exceptions.RayTaskError as error:
+            except ray.exceptions.RayError as error:  # it raised, or its results were lost
                 original = getattr(error, "cause", None) or error
-                cause = f"{type(original).__name__}: {str(original).splitlines()[0]}"
+                first_line = (str(original).strip().splitlines() or [""])[0]
+                cause = f"{type(original).__name__}: {first_line}"
             self._failed(chunks[chunk_index], chunk_index, attempt, cause, pending)
             self._replace(actor, cause)
         return done
