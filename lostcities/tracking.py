@@ -146,6 +146,16 @@ def check_server(uri: str, experiment: str, timeout: float = SERVER_PROBE_TIMEOU
     raise ConnectionError(f"no answer ({reason}; one try, {timeout:g} s timeout)")
 
 
+def _mlflow_client(uri: str, experiment: str):
+    """An MlflowClient of ``uri``; a tracking server is asked first (:func:`check_server`),
+    so one that does not answer fails in seconds, not after MLflow's retries."""
+    from mlflow import MlflowClient
+
+    if is_server(uri):
+        check_server(uri, experiment)
+    return MlflowClient(tracking_uri=uri)
+
+
 def charts_url(server: str, experiment_id: str, run_id: str) -> str:
     """The page of MLflow's UI at ``server`` that shows the run's metric charts, in the
     UI's Model training mode."""
@@ -410,12 +420,9 @@ class Tracker:
             )
 
     def _start_run(self) -> None:
-        if is_server(self.uri):
-            check_server(self.uri, self.cfg.experiment)
-        from mlflow import MlflowClient
         from mlflow.entities import Param, RunTag
 
-        client = MlflowClient(tracking_uri=self.uri)
+        client = _mlflow_client(self.uri, self.cfg.experiment)
         experiment_id = _experiment_id(client, self.cfg.experiment)
         self.experiment_id = experiment_id
         tags = {k[:_MAX_KEY]: _clip(v, _MAX_TAG_VALUE) for k, v in self._tags.items()}
@@ -506,12 +513,7 @@ def start_parent_run(cfg: TrackingConfig, name: str, tags: Mapping[str, str]) ->
     if not cfg.enabled:
         return None
     try:
-        from mlflow import MlflowClient
-
-        uri = resolve_tracking_uri(cfg.tracking_uri)
-        if is_server(uri):
-            check_server(uri, cfg.experiment)
-        client = MlflowClient(tracking_uri=uri)
+        client = _mlflow_client(resolve_tracking_uri(cfg.tracking_uri), cfg.experiment)
         experiment_id = _experiment_id(client, cfg.experiment)
         tags = {k: _clip(str(v), _MAX_TAG_VALUE) for k, v in tags.items()}
         return client.create_run(experiment_id, run_name=name, tags=tags).info.run_id
@@ -531,13 +533,9 @@ def finish_parent_run(
     if run_id is None:
         return
     try:
-        from mlflow import MlflowClient
         from mlflow.entities import Metric
 
-        uri = resolve_tracking_uri(cfg.tracking_uri)
-        if is_server(uri):
-            check_server(uri, cfg.experiment)
-        client = MlflowClient(tracking_uri=uri)
+        client = _mlflow_client(resolve_tracking_uri(cfg.tracking_uri), cfg.experiment)
         stamp = int(time.time() * 1000)
         batch = [Metric(k, float(v), stamp, 0) for k, v in metrics.items() if math.isfinite(v)]
         client.log_batch(run_id, metrics=batch)

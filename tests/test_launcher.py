@@ -52,7 +52,8 @@ TIMING = {
 
 
 def store(template: Path, directory: Path) -> str:
-    """A fresh MLflow store in ``directory`` (a copy of the session's empty one)."""
+    """A fresh MLflow store in ``directory``: a copy of the empty template store, whose
+    tables are made once per test run."""
     directory.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(template, directory / "mlflow.db")
     return f"sqlite:///{directory / 'mlflow.db'}"

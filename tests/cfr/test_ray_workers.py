@@ -9,13 +9,13 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
+from conftest import free_port
 from test_workers import (
     LEDUC,
     LOST_CITIES_LEARNED,
@@ -40,17 +40,11 @@ from lostcities.cfr.ray_workers import RayExecutor, connect  # noqa: E402  (need
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def cluster() -> str:
     """The GCS address of a one-node Ray cluster with 2 CPUs, started for these tests.
     Token authentication is off on it: the drivers of these tests carry no token."""
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, "RAY_AUTH_MODE": "disabled"}
     ray_cli = [sys.executable, "-m", "ray.scripts.scripts"]
     subprocess.run(
