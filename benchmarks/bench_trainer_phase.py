@@ -57,20 +57,20 @@ def compose_config(network: str) -> TrainConfig | None:
 
 
 def random_play_rows(rows: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """Encodings (rows, 1077) and legal masks (rows, 106) of the player to move along
-    random Lost Cities games."""
+    """Compact information states (rows, 64), as the memories store them, and legal masks
+    (rows, 106) of the player to move along random Lost Cities games."""
     choices = np.random.default_rng(seed)
-    features, masks = [], []
+    states, masks = [], []
     game_seed = seed
-    while len(features) < rows:
+    while len(states) < rows:
         game = LostCitiesGame.from_seed(game_seed)
-        while not game.is_terminal and len(features) < rows:
-            features.append(game.encode(game.current_player))
+        while not game.is_terminal and len(states) < rows:
+            states.append(game.kernel.compact_view(game.current_player))
             masks.append(game.legal_mask())
             legal = game.legal_actions()
             game.apply(legal[choices.integers(len(legal))])
         game_seed += 1
-    return np.stack(features), np.stack(masks)
+    return np.stack(states), np.stack(masks)
 
 
 def synthetic_targets(masks: np.ndarray, phase: str, seed: int) -> np.ndarray:
@@ -172,8 +172,8 @@ def main() -> int:
         f"{cfg.network.layers}, attention {cfg.network.attention_layers}), phase={args.phase}, "
         f"device={args.device}, torch {torch.__version__}, threads={torch.get_num_threads()}"
     )
-    features, masks = random_play_rows(args.rows, seed=0)
-    rows = (features, masks, synthetic_targets(masks, args.phase, seed=0))
+    states, masks = random_play_rows(args.rows, seed=0)
+    rows = (states, masks, synthetic_targets(masks, args.phase, seed=0))
     try:
         arms = [Arm(name, cfg, args, rows) for name in args.arms]
     except ValueError as e:  # e.g. a network kind this checkout's networks.py lacks

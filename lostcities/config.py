@@ -48,6 +48,7 @@ INITIAL_STRATEGIES = ("uniform", "lost_cities_heuristic")  # lostcities/cfr/init
 EXECUTORS = ("inline", "processes", "ray")  # lostcities/cfr/workers.py, ray_workers.py
 LR_SCHEDULES = ("constant", "cosine")
 POLICY_TRAINING = ("scratch", "continual")
+ADVANTAGE_TARGETS = ("cumulative", "bootstrapped")  # lostcities/cfr/trainer.py
 BOT_NAMES = (  # lostcities/eval/opponents.py
     "random",
     "discard_only",
@@ -138,12 +139,19 @@ class TraversalConfig:
     regret matching's guarantee; it stops noisy early regret estimates from throwing away
     a sound sigma_1 (see lostcities/cfr/policy.py)."""
     anchor: float = checked(0.0, non_negative())
-    """A pull towards sigma_1 that does not fade: every iteration's regret of action a gets
-    a bonus ``anchor * sigma_1(a)`` (in utility units), so sigma_{t+1} =
-    RM(R_t / W_t + (anchor + warm_start / W_t) * sigma_1). The fixed point is the
-    equilibrium of a game regularised towards sigma_1 (as magnetic mirror descent or
-    piKL regularise towards a reference policy); 0 is plain CFR. Where the learned
-    regrets are noisy, the fading seed alone lets the noise take over once W_t is large."""
+    """A pull towards sigma_1: every iteration's regret of action a gets a bonus
+    ``a_t * sigma_1(a)`` (in utility units), a_t = anchor * t^-anchor_decay, so
+    sigma_{t+1} = RM(R_t / W_t + (a_t + warm_start / W_t) * sigma_1). With no decay the
+    fixed point is the equilibrium of a game regularised towards sigma_1 (as magnetic
+    mirror descent or piKL regularise towards a reference policy); 0 is plain CFR. Where
+    the learned regrets are noisy, the fading seed alone lets the noise take over once W_t
+    is large."""
+    anchor_decay: float = checked(0.0, non_negative())
+    """How the anchor's pull fades with the iteration t of the advantage nets: a_t =
+    anchor * t^-anchor_decay. 0 keeps it (a regularised equilibrium); 0.5 is magnetic
+    mirror descent's annealing (Sokota et al. 2023, alpha_t ~ 1/sqrt(t)): strong while the
+    regrets are noisy, and towards Nash as they accumulate, since the regularised game
+    approaches the real one. It fades far slower than the warm start's 1/W_t ~ 2/t^2."""
     cache_strategies: bool = checked(False, boolean())
     """Memoize sigma per information state within an iteration (exact; pays off on
     small games whose infosets repeat, useless on Lost Cities)."""
@@ -218,22 +226,45 @@ class MemoryConfig:
     strategy_capacity: int = checked(1_000_000, integer(1))
     """Reservoir capacity of the strategy (average policy) memory."""
     precision: str = checked("float16", one_of(MEMORY_PRECISIONS))
-    """Storage dtype of the advantage and strategy memories' features and targets:
-    ``float16`` (half the bytes; exact for the games' counts and one-hots, ~1e-3 relative
-    rounding of fractions, regrets and sigma) or ``float32`` (the exact values the
-    traversals produced). Minibatches are float32 either way."""
+    """Storage dtype of the advantage and strategy memories' targets: ``float16`` (half
+    the bytes; regrets and sigma rounded to ~1e-3 relative) or ``float32`` (the exact
+    values the traversals produced). Information states are stored compactly and expanded
+    to their exact float32 features either way (lostcities/cfr/memory.py)."""
 
 
 @dataclass
 class OptimConfig:
     advantage_steps: int = checked(400, integer(1))
-    """SGD steps per advantage-network training (per player per iteration)."""
+    """SGD steps per advantage-network training (per player per iteration); with
+    ``advantage_passes`` the fewest."""
+    advantage_passes: float = checked(0.0, non_negative())
+    """Size each advantage fit by its memory: ceil(passes * samples in the memory / batch
+    size) steps, at least ``advantage_steps`` (0: always ``advantage_steps``). A fit then
+    sees every stored sample about ``passes`` times however large the reservoir has grown,
+    where a fixed step count sees an ever smaller share of it."""
     advantage_batch_size: int = checked(1024, integer(1))
     advantage_lr: float = checked(1e-3, positive())
     reinit_advantage: bool = checked(True, boolean())
-    """Train the advantage network from scratch each iteration (Brown et al. 2019)."""
+    """Train the advantage network from scratch each iteration (Brown et al. 2019); false
+    continues the previous iteration's network and optimiser."""
+    advantage_target: str = checked("cumulative", one_of(ADVANTAGE_TARGETS))
+    """What an advantage net regresses, both estimates of the mean regret R_t / W_t.
+    ``cumulative`` (Deep CFR): every stored iteration's sampled regrets, weighted by their
+    iteration, over a reservoir of all iterations. ``bootstrapped`` (as VR-DeepPDCFR+, Xu
+    et al. 2026): (W_{t-1} / W_t) A_{t-1}(I) + (t / W_t) r_t(I), the previous iteration's
+    network plus this iteration's sampled regret, over this iteration's samples only (the
+    player's memory is emptied every iteration): the same recursion on a problem that no
+    longer grows with t, at the price of carrying A_{t-1}'s errors forward."""
+    advantage_holdout: float = checked(0.0, number_in("[0, 0.5)", lambda h: 0 <= h < 0.5))
+    """The share of each advantage memory kept out of its fits to measure them:
+    ``fit/advantage_r2_p{0,1}`` is the fitted net's R^2 on those samples (0: none held
+    out, nothing measured). A measurement setting: the fits see that much less data."""
     strategy_steps: int = checked(2000, integer(1))
-    """SGD steps each time the policy network is trained."""
+    """SGD steps each time the policy network is trained; with ``strategy_passes`` the
+    fewest."""
+    strategy_passes: float = checked(0.0, non_negative())
+    """The policy fit's size by its memory, as ``advantage_passes`` (with ``continual``
+    training: passes over the memory per iteration)."""
     strategy_batch_size: int = checked(1024, integer(1))
     strategy_lr: float = checked(1e-3, positive())
     lr_schedule: str = checked("constant", one_of(LR_SCHEDULES))

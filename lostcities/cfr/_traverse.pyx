@@ -68,36 +68,37 @@ VALUE_RECORD = 8  # which later playout states are recorded
 
 
 cdef class SampleBuffer:
-    """Growable rows of (features float32 [d], mask uint8 [A], target float32 [A])."""
+    """Growable rows of (compact information states uint8 [w], mask uint8 [A], target
+    float32 [A]); w is compact_size, or twice it for a history (both seats)."""
 
-    cdef public object features, masks, targets
+    cdef public object states, masks, targets
     cdef public Py_ssize_t size
-    cdef float[:, ::1] f
+    cdef uint8_t[:, ::1] s
     cdef uint8_t[:, ::1] m
     cdef float[:, ::1] y
 
-    def __init__(self, int dim, int num_actions, Py_ssize_t capacity=64):
-        self.features = np.zeros((capacity, dim), dtype=np.float32)
+    def __init__(self, int width, int num_actions, Py_ssize_t capacity=64):
+        self.states = np.zeros((capacity, width), dtype=np.uint8)
         self.masks = np.zeros((capacity, num_actions), dtype=np.uint8)
         self.targets = np.zeros((capacity, num_actions), dtype=np.float32)
-        self.f, self.m, self.y = self.features, self.masks, self.targets
+        self.s, self.m, self.y = self.states, self.masks, self.targets
         self.size = 0
 
     cdef Py_ssize_t add(self):
         """Reserve one row (zeroed) and return its index."""
-        cdef Py_ssize_t cap = self.f.shape[0]
+        cdef Py_ssize_t cap = self.s.shape[0]
         if self.size == cap:
-            self.features = np.concatenate([self.features, np.zeros_like(self.features)])
+            self.states = np.concatenate([self.states, np.zeros_like(self.states)])
             self.masks = np.concatenate([self.masks, np.zeros_like(self.masks)])
             self.targets = np.concatenate([self.targets, np.zeros_like(self.targets)])
-            self.f, self.m, self.y = self.features, self.masks, self.targets
+            self.s, self.m, self.y = self.states, self.masks, self.targets
         self.size += 1
         return self.size - 1
 
     def take(self):
-        """(features, masks, targets) trimmed to the rows written."""
+        """(states, masks, targets) trimmed to the rows written."""
         n = self.size
-        return self.features[:n].copy(), self.masks[:n].copy(), self.targets[:n].copy()
+        return self.states[:n].copy(), self.masks[:n].copy(), self.targets[:n].copy()
 
 
 cdef class Traverser:
@@ -111,7 +112,7 @@ cdef class Traverser:
     cdef GameState prototype
     cdef object policy
     cdef readonly object sampling_policy
-    cdef readonly int num_actions, dim
+    cdef readonly int num_actions, dim, compact_size
     cdef readonly int scheme_id, rollouts
     cdef readonly double branch_prob, utility_scale
     cdef readonly bint win_loss
@@ -173,6 +174,7 @@ cdef class Traverser:
         self.policy = policy
         self.num_actions = prototype.num_actions
         self.dim = prototype.encoding_size
+        self.compact_size = prototype.compact_size
         self.scheme_id = SCHEMES.index(scheme)
         self.seed = seed
         self.branch_prob = branch_prob
@@ -235,6 +237,11 @@ cdef class Traverser:
         state.encode(player, out)
         state.encode(1 - player, out + self.dim)
 
+    cdef void _compact_history(self, GameState state, int player, uint8_t* out) noexcept:
+        """The same history compactly: 2 * compact_size bytes, ``player``'s first."""
+        state.compact(player, out)
+        state.compact(1 - player, out + self.compact_size)
+
     cdef int _query(self, int n) except -1:
         """sigma for query rows [0, n), in policy calls of at most ``inference_batch`` rows.
         The stats count logical queries, so they do not depend on the cap."""
@@ -268,11 +275,12 @@ cdef class Traverser:
         state.encode(player, &self.q_features[0, 0])
         memcpy(&self.q_masks[0, 0], mask, self.num_actions)
 
-    cdef void _record_strategy(self, const uint8_t* mask) noexcept:
-        """Append query row 0 (features, mask, sigma) as a strategy sample."""
+    cdef void _record_strategy(self, GameState state, int player, const uint8_t* mask) noexcept:
+        """Append ``player``'s information state at ``state`` with query row 0's mask and
+        sigma as a strategy sample."""
         cdef Py_ssize_t row = self.strat.add()
         cdef int a
-        memcpy(&self.strat.f[row, 0], &self.q_features[0, 0], self.dim * sizeof(float))
+        state.compact(player, &self.strat.s[row, 0])
         for a in range(self.num_actions):
             self.strat.m[row, a] = mask[a]
             self.strat.y[row, a] = <float>self.q_out[0, a]
@@ -293,7 +301,8 @@ cdef class Traverser:
         """One traversal with ID (iteration, player, index).
 
         Returns (advantage samples, strategy samples, stats); samples are
-        (features float32 (n, d), masks uint8 (n, A), targets float32 (n, A))
+        (compact information states uint8 (n, compact_size), masks uint8 (n, A), targets
+        float32 (n, A))
         with targets = regrets for advantage samples and sigma for strategy
         samples.
         """
@@ -307,8 +316,8 @@ cdef class Traverser:
         rng_init(&self.trav_rng, stream_key(self.seed, t, p, k, PURPOSE_TRAVERSER))
         rng_init(&self.branch_rng, stream_key(self.seed, t, p, k, PURPOSE_BRANCH))
         self.rollout_key = stream_key(self.seed, t, p, k, PURPOSE_ROLLOUT)
-        self.adv = SampleBuffer(self.dim, self.num_actions)
-        self.strat = SampleBuffer(self.dim, self.num_actions)
+        self.adv = SampleBuffer(self.compact_size, self.num_actions)
+        self.strat = SampleBuffer(self.compact_size, self.num_actions)
         self._reset_stats()
         root.reset(&deal_rng)
         if self.scheme_id == 0:
@@ -320,8 +329,8 @@ cdef class Traverser:
     def run_values(self, int iteration, int player, int index):
         """One value traversal with ID (iteration, player, index) (module docstring).
 
-        Returns (value samples, stats): features float32 (n, 2 * encoding_size) (the
-        recorded seat's information state first), targets float32 (n,) (that seat's
+        Returns (value samples, stats): compact histories uint8 (n, 2 * compact_size)
+        (the recorded seat's information state first), targets float32 (n,) (that seat's
         final utility). Draws from streams keyed apart from the regret traversal of the
         same ID (purpose PURPOSE_VALUE)."""
         if self.scheme_id != 1:
@@ -339,17 +348,17 @@ cdef class Traverser:
         rng_init(&self.record_rng, stream_key(key, VALUE_RECORD, 0, 0, 0))
         self.rollout_key = stream_key(key, PURPOSE_ROLLOUT, 0, 0, 0)
         self.explore_key = stream_key(key, VALUE_EXPLORE, 0, 0, 0)
-        self.adv = SampleBuffer(self.dim, self.num_actions)
-        self.strat = SampleBuffer(self.dim, self.num_actions)
-        self.vals = SampleBuffer(2 * self.dim, 1)
+        self.adv = SampleBuffer(self.compact_size, self.num_actions)
+        self.strat = SampleBuffer(self.compact_size, self.num_actions)
+        self.vals = SampleBuffer(2 * self.compact_size, 1)
         self.val_owner = []
         self._reset_stats()
         root.reset(&deal_rng)
         self._rollout_scheme(player, True)
-        features, _, targets = self.vals.take()
+        states, _, targets = self.vals.take()
         stats = self._stats()
         stats["value_samples"] = len(targets)
-        return (features, targets[:, 0].copy()), stats
+        return (states, targets[:, 0].copy()), stats
 
     cdef void _reset_stats(self) noexcept:
         self.nodes = self.terminals = 0
@@ -408,14 +417,13 @@ cdef class Traverser:
                     values[a] = self._external(depth + 1, traverser)
                     value += sigma[a] * values[a]
             row = self.adv.add()
-            self.ops_encode += 1
-            state.encode(cur, &self.adv.f[row, 0])
+            state.compact(cur, &self.adv.s[row, 0])
             for a in range(self.num_actions):
                 self.adv.m[row, a] = mask[a]
                 if mask[a]:
                     self.adv.y[row, a] = <float>(values[a] - value)
             return value
-        self._record_strategy(mask)  # query row 0 still holds this node
+        self._record_strategy(state, cur, mask)  # query row 0 still holds this node
         a = self._checked(rng_choice(&self.opp_rng, sigma, self.num_actions), mask)
         child.copy_from(state)
         self.ops_apply += 1
@@ -474,7 +482,7 @@ cdef class Traverser:
             self._load_query_row(state, cur, mask)
             self._query(1)
             if not values:
-                self._record_strategy(mask)
+                self._record_strategy(state, cur, mask)
             a = self._checked(rng_choice(&self.opp_rng, &self.q_out[0, 0], A), mask)
             self.ops_apply += 1
             state.apply(a)
@@ -497,7 +505,6 @@ cdef class Traverser:
         self._query(nb)
         sigma_arr = np.asarray(self.q_out_arr[:nb]).copy()
         mask_arr = np.asarray(self.q_masks_arr[:nb]).copy()
-        feat_arr = np.asarray(self.q_features_arr[:nb]).copy()
         cdef double[:, ::1] sigma = sigma_arr
         cdef uint8_t[:, ::1] bmask = mask_arr
         # 3) playouts: for each branch b, legal action a, repeat r: start at b.a
@@ -544,7 +551,7 @@ cdef class Traverser:
             for a in range(A):
                 v += sigma[b, a] * q[b, a]
             row = self.adv.add()
-            self.adv.features[row] = feat_arr[b]
+            self._pooled(branches[b]).compact(traverser, &self.adv.s[row, 0])
             for a in range(A):
                 self.adv.m[row, a] = bmask[b, a]
                 if bmask[b, a]:
@@ -643,7 +650,7 @@ cdef class Traverser:
         cdef int seat
         for seat in (cur, 1 - cur):
             row = self.vals.add()
-            self._encode_history(state, seat, &self.vals.f[row, 0])
+            self._compact_history(state, seat, &self.vals.s[row, 0])
             self.vals.m[row, 0] = 1
             self.val_owner.append((playout, seat))
         return 0

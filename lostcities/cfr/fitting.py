@@ -39,6 +39,10 @@ class Fit:
     weigh: Callable[[torch.Tensor], torch.Tensor]
     relabel: Relabel | None = None
     lr_schedule: str = "constant"
+    holdout: int = 0  # the memory's first rows, never trained on (see held_out_r2)
+    # targets the net regresses, from a (relabelled) minibatch's features (b, d), masks
+    # (b, A) and stored targets (b, A); None: the stored targets
+    transform: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor] | None = None
 
 
 def fit(
@@ -74,9 +78,13 @@ def _fit(net, optimizer, memory, how, generator, step, device, progress) -> floa
             scale = 0.5 * (1.0 + math.cos(math.pi * i / steps))
             for group, base in zip(optimizer.param_groups, base_lrs, strict=True):
                 group["lr"] = base * scale
-        features, masks, targets, iterations = memory.sample(how.batch_size, generator, device)
+        features, masks, targets, iterations = memory.sample(
+            how.batch_size, generator, device, start=how.holdout
+        )
         if how.relabel is not None:
             features, masks, targets = how.relabel(features, masks, targets, generator)
+        if how.transform is not None:
+            targets = how.transform(features, masks, targets)
         weights = how.weigh(iterations)
         loss = step(net, forward, optimizer, features, how.loss_fn, masks, targets, weights)
         if i >= steps - max(1, steps // 10):
@@ -89,6 +97,33 @@ def _fit(net, optimizer, memory, how, generator, step, device, progress) -> floa
     if step.skips_nonfinite:
         tail = [x for x in tail if math.isfinite(x)] or [float("nan")]
     return float(np.mean(tail))
+
+
+def held_out_r2(
+    net: torch.nn.Module, memory: ReservoirMemory, how: Fit, device: torch.device
+) -> float:
+    """R^2 of ``net`` on the memory's held-out rows [0, how.holdout), over their legal
+    actions, each entry weighted as the fit weighs its row: 1 - weighted squared error /
+    weighted variance of the targets around their weighted mean. NaN without held-out rows."""
+    if how.holdout == 0:
+        return float("nan")
+    error = total = squares = weight = 0.0
+    net.eval()
+    with torch.no_grad():
+        for lo in range(0, how.holdout, 4096):
+            idx = np.arange(lo, min(lo + 4096, how.holdout))
+            features, masks, targets, iterations = memory.rows(idx, device)
+            if how.transform is not None:
+                targets = how.transform(features, masks, targets)
+            w = how.weigh(iterations)[:, None].expand_as(targets)[masks].double()
+            y = targets[masks].double()
+            pred = net(features).float()[masks].double()
+            error += float((w * (pred - y) ** 2).sum())
+            total += float((w * y).sum())
+            squares += float((w * y * y).sum())
+            weight += float(w.sum())
+    variance = squares - total * total / weight
+    return 1.0 - error / variance if variance > 0 else float("nan")
 
 
 def action_relabel(symmetries: tuple[torch.Tensor, torch.Tensor]) -> Relabel:

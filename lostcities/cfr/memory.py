@@ -1,52 +1,69 @@
-"""Reservoir memories of Deep CFR samples, preallocated with compact dtypes.
+"""Reservoir memories of Deep CFR samples, stored compactly and expanded when drawn.
 
-Each sample is (information-state features, legal mask, target, iteration):
-target = regrets for the advantage memory, sigma for the strategy memory.
-Storage per sample: features and target in the memory's precision
-(``memory.precision``), mask bit-packed, iteration int32. float16 (the default)
-halves the bytes: exact for the counts and one-hots the games encode, while
-Lost Cities' fractions (the draw pile left, a color's top rank / 9), regrets
-and sigma are rounded to ~1e-3 relative; float32 keeps the exact values the
-traversals produced. Minibatches are float32 either way. Reservoir sampling keeps a
-uniform sample of everything ever inserted once capacity is reached; the
-replacement draws come from a caller-supplied keyed stream, so the memory's
-content depends only on insertion order, which the trainer fixes by
-traversal ID.
+Each sample is (information state, legal mask, target, iteration): target = regrets for
+the advantage memory, sigma for the strategy memory, a utility for the value memory.
+What is stored per sample:
 
-Checkpoints hold the filled rows only, and features and targets in a sparse
-form when it is smaller (Lost Cities: ~92 of 1077 features and ~7 of 106
-regrets nonzero per row, so a row shrinks from 2384 to ~360 bytes): a
-bit-packed nonzero pattern plus the nonzero values in row-major order. The
-pattern is taken on the values' bits, so -0.0 and NaN round-trip exactly. A
-checkpoint loads into a memory of either precision (float32 values saved into a
-float16 memory are rounded).
+- the information state in the game's compact form (``GameState.compact``: Lost
+  Cities 64 bytes, where each card is as that player sees it; a history row holds both
+  seats' states), expanded to the network's features in the kernel when a minibatch is
+  drawn (``expand``), bit for bit the features the traversal saw;
+- the mask, bit-packed;
+- the targets of the legal actions only, in the mask's order, in the memory's precision
+  (``memory.precision``): illegal actions' targets are never trained on (both losses mask
+  them), so a row needs ``target_slots`` values (Lost Cities: at most 16 legal actions of
+  106). float16 rounds regrets and sigma to ~1e-3 relative; float32 keeps them exact;
+- the iteration, int32.
+
+A Lost Cities sample takes 114 bytes, where its float16 features alone took 2154.
+Minibatches are float32. Reservoir sampling keeps a uniform sample of everything ever
+inserted once capacity is reached; the replacement draws come from a caller-supplied
+keyed stream, so the memory's content depends only on insertion order, which the
+trainer fixes by traversal ID. Checkpoints hold the filled rows as stored, each array
+column by column (a card's location codes side by side) and deflated: a Lost Cities
+advantage sample takes ~33 bytes there, a strategy sample ~13.
 """
 
 from __future__ import annotations
+
+import zlib
+from collections.abc import Callable
 
 import numpy as np
 import torch
 
 from lostcities.rng import Stream
 
-# memory.precision (lostcities.config.MEMORY_PRECISIONS) -> storage dtype of features, targets
+# memory.precision (lostcities.config.MEMORY_PRECISIONS) -> storage dtype of the targets
 PRECISIONS = {"float16": np.float16, "float32": np.float32}
+
+# states uint8 (n, state_size) -> features float32 (n, d), in the game's kernel
+Expand = Callable[[np.ndarray], np.ndarray]
 
 
 class ReservoirMemory:
     def __init__(
-        self, capacity: int, dim: int, num_actions: int, precision: str = "float16"
+        self,
+        capacity: int,
+        state_size: int,
+        num_actions: int,
+        expand: Expand,
+        target_slots: int,
+        precision: str = "float16",
     ) -> None:
-        # capacity >= 1 and precision a key of PRECISIONS: validated by
-        # lostcities/config_checks.py (memory.*)
+        """``state_size`` bytes per compact state row; ``target_slots``: the most legal
+        actions a row can have (the game's bound; a row with more is refused). capacity
+        >= 1 and precision a key of PRECISIONS: validated by lostcities/config_checks.py
+        (memory.*)."""
         self.capacity = capacity
-        self.dim = dim
+        self.state_size = state_size
         self.num_actions = num_actions
-        dtype = PRECISIONS[precision]
+        self.target_slots = target_slots
+        self.expand = expand
         # np.empty reserves address space only; pages are touched as samples arrive.
-        self.features = np.empty((capacity, dim), dtype=dtype)
+        self.states = np.empty((capacity, state_size), dtype=np.uint8)
         self.masks = np.empty((capacity, (num_actions + 7) // 8), dtype=np.uint8)
-        self.targets = np.empty((capacity, num_actions), dtype=dtype)
+        self.targets = np.empty((capacity, target_slots), dtype=PRECISIONS[precision])
         self.iterations = np.empty(capacity, dtype=np.int32)
         self.size = 0
         self.seen = 0
@@ -54,30 +71,33 @@ class ReservoirMemory:
     @property
     def bytes_per_sample(self) -> int:
         return (
-            self.features.itemsize * self.dim
+            self.state_size
             + self.masks.shape[1]
-            + self.targets.itemsize * self.num_actions
+            + self.targets.itemsize * self.target_slots
             + self.iterations.itemsize
         )
 
     def add(
         self,
-        features: np.ndarray,
+        states: np.ndarray,
         masks: np.ndarray,
         targets: np.ndarray,
         iteration: int,
         stream: Stream,
     ) -> None:
-        """Insert samples in order: features (n, d), masks (n, A), targets (n, A)."""
-        n = len(features)
+        """Insert samples in order: states uint8 (n, state_size), masks (n, A), targets
+        (n, A) (only the legal actions' are kept)."""
+        n = len(states)
         if n == 0:
             return
-        packed = np.packbits(masks.astype(bool), axis=1)
+        legal = masks.astype(bool)
+        packed = np.packbits(legal, axis=1)
+        slots_targets = self._pack_targets(legal, targets)
         # Fill free slots first (no randomness), then reservoir-replace.
         free = min(n, self.capacity - self.size)
         if free:
             slots = np.arange(self.size, self.size + free)
-            self._write(slots, features[:free], packed[:free], targets[:free], iteration)
+            self._write(slots, states[:free], packed[:free], slots_targets[:free], iteration)
             self.size += free
             self.seen += free
         if free < n:
@@ -94,133 +114,136 @@ class ReservoirMemory:
                 slot_arr = np.fromiter(last.keys(), dtype=np.int64)
                 row_arr = np.fromiter(last.values(), dtype=np.int64)
                 self._write(
-                    slot_arr, features[row_arr], packed[row_arr], targets[row_arr], iteration
+                    slot_arr, states[row_arr], packed[row_arr], slots_targets[row_arr], iteration
                 )
+
+    def _pack_targets(self, legal: np.ndarray, targets: np.ndarray) -> np.ndarray:
+        """(n, A) targets -> (n, target_slots): each row's legal actions' targets, left to
+        right in action order, zeros after."""
+        counts = legal.sum(axis=1)
+        if counts.size and counts.max() > self.target_slots:
+            raise ValueError(
+                f"a sample has {counts.max()} legal actions, more than this memory's "
+                f"{self.target_slots} target slots (the game's bound on legal actions)"
+            )
+        out = np.zeros((len(legal), self.target_slots), dtype=self.targets.dtype)
+        # row-major order on both sides: row r's k-th legal action goes to slot k
+        out[np.arange(self.target_slots) < counts[:, None]] = targets[legal]
+        return out
 
     def clear(self) -> None:
         """Empty the memory (the arrays stay allocated)."""
         self.size = 0
         self.seen = 0
 
-    def _write(self, slots, features, packed, targets, iteration) -> None:
-        self.features[slots] = features
+    def _write(self, slots, states, packed, targets, iteration) -> None:
+        self.states[slots] = states
         self.masks[slots] = packed
         self.targets[slots] = targets
         self.iterations[slots] = iteration
 
-    def sample(self, batch_size: int, generator: np.random.Generator, device: torch.device):
-        """A uniform minibatch as tensors: features (b, d) f32, masks (b, A) bool,
-        targets (b, A) f32, iterations (b,) f32."""
-        idx = generator.integers(0, self.size, size=min(batch_size, self.size))
-        masks = np.unpackbits(self.masks[idx], axis=1, count=self.num_actions).astype(bool)
-        # fancy indexing already copied the rows: a float32 memory needs no second copy
+    def sample(
+        self,
+        batch_size: int,
+        generator: np.random.Generator,
+        device: torch.device,
+        start: int = 0,
+    ):
+        """A uniform minibatch of the rows from ``start`` on, as tensors: features (b, d)
+        f32 (expanded from the compact states), masks (b, A) bool, targets (b, A) f32 (0 at
+        illegal actions), iterations (b,) f32. Rows before ``start`` are a held-out slice:
+        reservoir slots are filled in random order once full, so any slot range is a
+        uniform sample of the memory."""
+        idx = generator.integers(start, self.size, size=min(batch_size, self.size - start))
+        return self.rows(idx, device)
+
+    def rows(self, idx: np.ndarray, device: torch.device):
+        """The samples at ``idx`` as :meth:`sample` returns them."""
+        masks = np.unpackbits(self.masks[idx], axis=1, count=self.num_actions).view(bool)
+        targets = np.zeros(masks.shape, dtype=np.float32)
+        stored = self.targets[idx]
+        counts = masks.sum(axis=1)
+        targets[masks] = stored[np.arange(self.target_slots) < counts[:, None]]
         return (
-            torch.from_numpy(self.features[idx].astype(np.float32, copy=False)).to(device),
+            torch.from_numpy(self.expand(self.states[idx])).to(device),
             torch.from_numpy(masks).to(device),
-            torch.from_numpy(self.targets[idx].astype(np.float32, copy=False)).to(device),
+            torch.from_numpy(targets).to(device),
             torch.from_numpy(self.iterations[idx].astype(np.float32)).to(device),
         )
 
     def state_dict(self) -> dict:
-        """The filled rows and the counters that let the reservoir continue exactly.
-
-        Features and targets are stored by :func:`_pack_rows` (dense or sparse, whichever
-        is smaller); only tensors, ints and nested dicts, so ``torch.load(weights_only=True)``
-        reads it back.
-        """
+        """The filled rows and the counters that let the reservoir continue exactly; each
+        array deflated (:func:`_deflate`). Only tensors, strings and ints, so
+        ``torch.load(weights_only=True)`` reads it."""
         n = self.size
         return {
             "capacity": self.capacity,
-            "dim": self.dim,
+            "state_size": self.state_size,
             "num_actions": self.num_actions,
+            "target_slots": self.target_slots,
             "size": n,
             "seen": self.seen,
-            "features": _pack_rows(self.features[:n]),
-            "masks": torch.from_numpy(self.masks[:n].copy()),
-            "targets": _pack_rows(self.targets[:n]),
-            "iterations": torch.from_numpy(self.iterations[:n].copy()),
+            **{name: _deflate(getattr(self, name)[:n]) for name in _ARRAYS},
         }
 
     def load_state_dict(self, state: dict) -> None:
-        """Restore into the preallocated arrays. Also reads older states whose arrays were
-        saved whole (capacity rows, of which the first ``size`` are filled)."""
+        """Restore into the preallocated arrays (targets saved in the other precision are
+        converted: float32 into a float16 memory is rounded)."""
+        if "states" not in state:
+            raise ValueError(
+                "saved memory holds feature rows, a format from before compact memories; "
+                "this version cannot resume it (start a new run)"
+            )
         n = int(state["size"])
         if n > self.capacity:
             raise ValueError(
                 f"saved memory holds {n} samples, more than this memory's capacity {self.capacity}"
             )
-        for key, want in (("dim", self.dim), ("num_actions", self.num_actions)):
-            if key in state and int(state[key]) != want:  # older states lack these keys
-                raise ValueError(f"saved memory has {key} {int(state[key])}, this one {want}")
+        for key in ("state_size", "num_actions", "target_slots"):
+            if int(state[key]) != getattr(self, key):
+                raise ValueError(
+                    f"saved memory has {key} {int(state[key])}, this one {getattr(self, key)}"
+                )
         # A different capacity is accepted (a run resumed with a bigger or smaller reservoir);
         # the same one continues the reservoir draw for draw, since add() needs only size/seen.
-        _unpack_rows(state["features"], n, self.features, "features")
-        _unpack_rows(state["targets"], n, self.targets, "targets")
-        for name in ("masks", "iterations"):
-            _copy_rows(state[name].numpy(), n, getattr(self, name), name)
+        for name in _ARRAYS:
+            saved, out = _inflate(state[name], name), getattr(self, name)
+            if saved.shape != (n, *out.shape[1:]):
+                expected = (n, *out.shape[1:])
+                raise ValueError(
+                    f"saved {name} have shape {tuple(saved.shape)}, expected {expected}"
+                )
+            out[:n] = saved
         self.size = n
         self.seen = int(state["seen"])
 
 
-# Rows packed per step: bounds the temporary bool pattern (chunk x d bytes, ~35 MB for
-# Lost Cities) whatever the memory's size.
-_CHUNK = 32_768
+_ARRAYS = ("states", "masks", "targets", "iterations")
 
 
-def _pack_rows(rows: np.ndarray) -> torch.Tensor | dict:
-    """(n, d) float16 or float32 rows -> a dense tensor (n, d), or, when smaller, a sparse
-    dict: ``nonzero`` (n, ceil(d/8)) uint8 bit-packed pattern, ``values`` (nnz,) of the
-    rows' dtype in row-major order."""
-    n, d = rows.shape
-    patterns, values = [], []
-    for lo in range(0, n, _CHUNK):
-        chunk = rows[lo : lo + _CHUNK]
-        # Bits, not values: -0.0 == 0 would be dropped and come back as +0.0.
-        nonzero = chunk.view(f"u{rows.itemsize}") != 0
-        patterns.append(np.packbits(nonzero, axis=1))
-        values.append(chunk[nonzero])
-    nnz = sum(len(v) for v in values)
-    if nnz * rows.itemsize + n * ((d + 7) // 8) >= rows.nbytes:
-        return torch.from_numpy(rows.copy())
+def _deflate(rows: np.ndarray) -> dict:
+    """(n, ...) rows -> {"data": uint8 tensor, "shape", "dtype"}: the array transposed
+    (column j of every row side by side: long runs of one location code) and deflated."""
+    width = int(np.prod(rows.shape[1:]))  # 1 for the iterations
+    columns = np.ascontiguousarray(rows.reshape(len(rows), width).T)
+    data = np.frombuffer(zlib.compress(columns.tobytes(), 6), dtype=np.uint8)
     return {
-        "nonzero": torch.from_numpy(_concat(patterns, (0, (d + 7) // 8), np.uint8)),
-        "values": torch.from_numpy(_concat(values, (0,), rows.dtype)),
+        "data": torch.from_numpy(data.copy()),
+        "shape": torch.tensor(rows.shape, dtype=torch.int64),
+        "dtype": rows.dtype.str,
     }
 
 
-def _unpack_rows(saved: torch.Tensor | dict, n: int, out: np.ndarray, name: str) -> None:
-    """Write the first ``n`` rows stored by :func:`_pack_rows` (or an older whole array of
-    capacity rows) into ``out[:n]``."""
-    if not isinstance(saved, dict):
-        _copy_rows(saved.numpy(), n, out, name)
-        return
-    d = out.shape[1]
-    nonzero, values = saved["nonzero"].numpy(), saved["values"].numpy()
-    if nonzero.shape != (n, (d + 7) // 8):
-        raise ValueError(
-            f"saved {name} pattern has shape {nonzero.shape}, expected {(n, (d + 7) // 8)}"
-        )
-    start = 0
-    for lo in range(0, n, _CHUNK):
-        pattern = np.unpackbits(nonzero[lo : lo + _CHUNK], axis=1, count=d).view(bool)
-        count = int(np.count_nonzero(pattern))
-        if start + count > len(values):
-            raise ValueError(f"saved {name} hold {len(values)} values, their pattern needs more")
-        block = out[lo : lo + len(pattern)]  # a view: assignments below write into out
-        block[...] = 0
-        block[pattern] = values[start : start + count]
-        start += count
-    if start != len(values):
-        raise ValueError(f"saved {name} hold {len(values)} values, their pattern needs {start}")
-
-
-def _copy_rows(saved: np.ndarray, n: int, out: np.ndarray, name: str) -> None:
-    # saved: (n or more, ...) rows; older states stored whole arrays, whose first n rows count.
-    if len(saved) < n or saved.shape[1:] != out.shape[1:]:
-        expected = (n, *out.shape[1:])
-        raise ValueError(f"saved {name} have shape {tuple(saved.shape)}, expected {expected}")
-    out[:n] = saved[:n]
-
-
-def _concat(parts: list[np.ndarray], empty_shape: tuple[int, ...], dtype) -> np.ndarray:
-    return np.concatenate(parts) if parts else np.empty(empty_shape, dtype=dtype)
+def _inflate(saved: dict, name: str) -> np.ndarray:
+    """The rows :func:`_deflate` stored."""
+    shape = tuple(int(x) for x in saved["shape"])
+    try:
+        raw = zlib.decompress(saved["data"].numpy().tobytes())
+    except zlib.error as error:
+        raise ValueError(f"saved {name} are corrupt ({error})") from None
+    columns = np.frombuffer(raw, dtype=np.dtype(saved["dtype"]))
+    n = shape[0]
+    if columns.size != int(np.prod(shape)):
+        raise ValueError(f"saved {name} hold {columns.size} values, their shape {shape} needs more")
+    width = int(np.prod(shape[1:]))
+    return columns.reshape(width, n).T.reshape(shape)

@@ -142,6 +142,7 @@ class AdvantagePolicy:
         warm_start: float = 0.0,
         batch_invariant: bool = False,
         anchor: float = 0.0,
+        anchor_decay: float = 0.0,
     ) -> None:
         self.nets: list[torch.nn.Module | None] = [None, None]
         self.forwards: list[NetworkForward | None] = [None, None]
@@ -150,6 +151,7 @@ class AdvantagePolicy:
         self.initial = initial
         self.warm_start = warm_start  # >= 0: validated by lostcities/config_checks.py
         self.anchor = anchor  # >= 0: likewise
+        self.anchor_decay = anchor_decay  # >= 0: likewise
         self.batch_invariant = batch_invariant
         self.device = torch.device(device)
         self.cache: dict[tuple[int, bytes], np.ndarray] | None = {} if cache else None
@@ -169,6 +171,7 @@ class AdvantagePolicy:
             warm_start=cfg.warm_start,
             batch_invariant=batch_invariant,
             anchor=cfg.anchor,
+            anchor_decay=cfg.anchor_decay,
         )
 
     def set_network(
@@ -261,18 +264,24 @@ class AdvantagePolicy:
 
     def regret_scores(self, player: int, features: np.ndarray, masks: np.ndarray) -> np.ndarray:
         """Regret matching's input (n, A): predicted advantages plus the pull towards
-        sigma_1, (anchor + c / W_t) * sigma_1, so ``strategy`` is ``regret_matching`` of
-        these. Their order is sigma's wherever sigma's probabilities differ, and it still
-        orders the actions regret matching gives probability 0. Before any network: sigma_1
-        itself."""
+        sigma_1, (a_t + c / W_t) * sigma_1 with a_t = anchor * t^-anchor_decay (t: the
+        network's iteration), so ``strategy`` is ``regret_matching`` of these. Their order
+        is sigma's wherever sigma's probabilities differ, and it still orders the actions
+        regret matching gives probability 0. Before any network: sigma_1 itself."""
         if self.nets[player] is None:
             return self.initial(np.full(len(masks), player, dtype=np.int8), features, masks)
         advantages = self.advantages(player, features).astype(np.float64)
-        pull = self.anchor + self.warm_start / self.regret_weights[player]
+        pull = self.anchor_pull(player) + self.warm_start / self.regret_weights[player]
         if pull > 0:
             seed = self.initial(np.full(len(masks), player, dtype=np.int8), features, masks)
             advantages = advantages + pull * seed
         return advantages
+
+    def anchor_pull(self, player: int) -> float:
+        """a_t = anchor * t^-anchor_decay for ``player``'s network of iteration t."""
+        if self.anchor == 0 or self.anchor_decay == 0:
+            return self.anchor
+        return self.anchor * max(self.net_iterations[player], 1) ** -self.anchor_decay
 
     def __call__(
         self, players: np.ndarray, features: np.ndarray, masks: np.ndarray, out: np.ndarray

@@ -33,6 +33,8 @@ only ever see the plain module.
 
 from __future__ import annotations
 
+import copy
+import math
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -41,7 +43,7 @@ from dataclasses import asdict
 import numpy as np
 import torch
 
-from lostcities.cfr.fitting import Fit, action_relabel, fit
+from lostcities.cfr.fitting import Fit, action_relabel, fit, held_out_r2
 from lostcities.cfr.memory import ReservoirMemory
 from lostcities.cfr.networks import build_network
 from lostcities.cfr.policy import (
@@ -109,6 +111,8 @@ class DeepCFRTrainer:
         self.utility_scale = utility_scale  # payoff units per game point (agents undo it)
         self.device = torch.device(device)
         self.iteration = 0  # completed iterations
+        # fit/* metrics of the running iteration's advantage fits: steps, passes, R^2
+        self.fit_metrics: dict[str, float] = {}
         # forward, loss, backward, clipping and optimiser step under AMP / compile
         self.step = TrainingStep(
             amp or AmpConfig(),
@@ -119,14 +123,19 @@ class DeepCFRTrainer:
             batch_invariant,
             fit_threads,
         )
-        dim, actions = game.encoding_size, game.num_actions
-        self.advantage_memories = [
-            ReservoirMemory(memory.advantage_capacity, dim, actions, memory.precision)
-            for _ in range(2)
-        ]
-        self.strategy_memory = ReservoirMemory(
-            memory.strategy_capacity, dim, actions, memory.precision
-        )
+
+        def new_memory(capacity: int) -> ReservoirMemory:
+            return ReservoirMemory(
+                capacity,
+                game.compact_size,
+                game.num_actions,
+                game.expand,
+                game.max_legal_actions,
+                memory.precision,
+            )
+
+        self.advantage_memories = [new_memory(memory.advantage_capacity) for _ in range(2)]
+        self.strategy_memory = new_memory(memory.strategy_capacity)
         self.advantage_nets: list[torch.nn.Module | None] = [None, None]
         self.advantage_optimizers: list[torch.optim.Optimizer | None] = [None, None]
         # iteration_advantage_nets[p][t - 1]: player p's advantage weights after iteration t
@@ -148,7 +157,7 @@ class DeepCFRTrainer:
             self.values = ValueLearner(
                 value or ValueConfig(),
                 traversal.value_traversals_per_player,
-                dim,
+                game,
                 seed,
                 self.device,
                 self.symmetries,
@@ -201,6 +210,7 @@ class DeepCFRTrainer:
         n_adv = n_strat = 0
         time_traversal = time_train = 0.0
         losses = []
+        self.fit_metrics = {}
         value: dict[str, float] = {}
         alternating = self.traversal_cfg.updates == "alternating"
         for player in (0, 1):
@@ -216,11 +226,13 @@ class DeepCFRTrainer:
             if self.progress is not None:
                 on_progress = _phase_progress(self.progress, f"traversal p{player}", len(ids))
             memory_stream = Stream(stream_key(self.seed, t, player, 0, Purpose.MEMORY))
+            if self.optim.advantage_target == "bootstrapped":
+                self.advantage_memories[player].clear()  # this iteration's samples only
             for result in ordered_results(self.executor, ids, self.sigma, on_progress):
                 self.advantage_memories[player].add(*result.advantage, t, memory_stream)
                 self.strategy_memory.add(*result.strategy, t, memory_stream)
-                n_adv += len(result.advantage.features)
-                n_strat += len(result.strategy.features)
+                n_adv += len(result.advantage.states)
+                n_strat += len(result.strategy.states)
                 totals.update(result.stats)
             time_traversal += time.perf_counter() - start
             if self.traversal_cfg.updates == "alternating":
@@ -244,6 +256,7 @@ class DeepCFRTrainer:
             **traversal,
             **value,
             **perf,
+            **self.fit_metrics,
             "loss/advantage": float(np.mean(losses)),
             "loss/advantage_p0": losses[0],
             "loss/advantage_p1": losses[1],
@@ -279,14 +292,24 @@ class DeepCFRTrainer:
         if memory.size == 0:
             return float("nan")
         net = self.advantage_nets[player]
+        transform = None
+        if self.optim.advantage_target == "bootstrapped" and net is not None:
+            transform = _bootstrapped_targets(copy.deepcopy(net).eval(), t)
         if net is None or self.optim.reinit_advantage:
             net = self._reinit(net, Purpose.NETWORK_INIT, t, player)
             self.advantage_optimizers[player] = torch.optim.Adam(
                 net.parameters(), lr=self.optim.advantage_lr
             )
-        how = self._fit_settings(
-            t, self.optim.advantage_steps, self.optim.advantage_batch_size, _regret_loss
+        batch = self.optim.advantage_batch_size
+        holdout = int(self.optim.advantage_holdout * memory.size)
+        steps = _fit_steps(
+            self.optim.advantage_steps, self.optim.advantage_passes, batch, memory.size - holdout
         )
+        how = self._fit_settings(t, steps, batch, _regret_loss)
+        how.holdout = holdout
+        if self.optim.advantage_target == "bootstrapped":
+            how.weigh = torch.ones_like  # one iteration's samples: no linear-CFR weights
+            how.transform = transform
         loss = fit(
             net,
             self.advantage_optimizers[player],
@@ -298,6 +321,11 @@ class DeepCFRTrainer:
             self._fit_progress(f"advantage p{player}"),
         )
         net.eval()
+        self.fit_metrics[f"fit/advantage_steps_p{player}"] = steps
+        self.fit_metrics[f"fit/advantage_passes_p{player}"] = steps * batch / memory.size
+        if holdout:
+            r2 = held_out_r2(net, memory, how, self.device)
+            self.fit_metrics[f"fit/advantage_r2_p{player}"] = r2
         self.advantage_nets[player] = net
         snapshots = self.iteration_advantage_nets[player]
         del snapshots[t - 1 :]  # a resumed run re-trains iteration t: keep one copy
@@ -320,9 +348,11 @@ class DeepCFRTrainer:
             self.policy_optimizer = torch.optim.Adam(
                 self.policy_net.parameters(), lr=self.optim.strategy_lr
             )
-        how = self._fit_settings(
-            t, self.optim.strategy_steps, self.optim.strategy_batch_size, _policy_loss
+        batch, memory = self.optim.strategy_batch_size, self.strategy_memory
+        steps = _fit_steps(
+            self.optim.strategy_steps, self.optim.strategy_passes, batch, memory.size
         )
+        how = self._fit_settings(t, steps, batch, _policy_loss)
         self.policy_loss = fit(
             self.policy_net,
             self.policy_optimizer,
@@ -441,6 +471,25 @@ class DeepCFRTrainer:
         for memory, saved in zip(self.advantage_memories, state["advantage_memories"], strict=True):
             memory.load_state_dict(saved)
         self.strategy_memory.load_state_dict(state["strategy_memory"])
+
+
+def _bootstrapped_targets(previous: torch.nn.Module, t: int):
+    """The bootstrapped target of iteration t: (W_{t-1} / W_t) A_{t-1}(I) + (t / W_t) r_t(I)
+    on the legal actions, from the frozen network A_{t-1} and the sampled regrets r_t
+    (features (b, d), masks (b, A) bool, regrets (b, A) -> (b, A))."""
+    keep, new = regret_weight(t - 1) / regret_weight(t), t / regret_weight(t)
+
+    def transform(features, masks, regrets):
+        with torch.no_grad():
+            carried = previous(features).float()
+        return torch.where(masks, keep * carried + new * regrets, torch.zeros_like(regrets))
+
+    return transform
+
+
+def _fit_steps(steps: int, passes: float, batch_size: int, rows: int) -> int:
+    """A fit's steps: ``steps``, or enough for ``passes`` over ``rows`` samples if more."""
+    return max(steps, math.ceil(passes * rows / batch_size))
 
 
 def _summed(a: dict[str, float], b: dict[str, float]) -> dict[str, float]:

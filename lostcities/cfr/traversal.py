@@ -65,18 +65,20 @@ class TraversalId(NamedTuple):
 
 
 class Samples(NamedTuple):
-    """features float32 (n, d), masks uint8 (n, A), targets float32 (n, A)."""
+    """states uint8 (n, C): compact information states (``GameState.compact``, C =
+    compact_size; ``lostcities.games.expand_states`` gives their features), masks uint8
+    (n, A), targets float32 (n, A)."""
 
-    features: np.ndarray
+    states: np.ndarray
     masks: np.ndarray
     targets: np.ndarray
 
 
 class ValueSamples(NamedTuple):
-    """features float32 (n, 2d): both seats' information states, the valued seat's
+    """states uint8 (n, 2C): both seats' compact information states, the valued seat's
     first; targets float32 (n,): that seat's final utility under sigma."""
 
-    features: np.ndarray
+    states: np.ndarray
     targets: np.ndarray
 
 
@@ -135,8 +137,8 @@ def run_traversals(traverser, ids: list[TraversalId]) -> list[TraversalResult]:
     results = []
     for tid in ids:
         if tid.kind == VALUE:
-            (features, targets), stats = traverser.run_values(*tid.key)
-            results.append(TraversalResult(tid, None, None, stats, ValueSamples(features, targets)))
+            (states, targets), stats = traverser.run_values(*tid.key)
+            results.append(TraversalResult(tid, None, None, stats, ValueSamples(states, targets)))
         else:
             adv, strat, stats = traverser.run(*tid.key)
             results.append(TraversalResult(tid, Samples(*adv), Samples(*strat), stats))

@@ -34,6 +34,7 @@ from lostcities.cfr.policy import AdvantagePolicy
 from lostcities.cfr.traversal import VALUE, TraversalId
 from lostcities.cfr.workers import Executor, ordered_results, value_network
 from lostcities.config import ValueConfig
+from lostcities.games import GameSpec
 from lostcities.perf.step import TrainingStep
 from lostcities.rng import Purpose, Stream, stream_key
 
@@ -53,7 +54,7 @@ class ValueLearner:
         self,
         cfg: ValueConfig,
         traversals_per_player: int,
-        encoding_size: int,
+        game: GameSpec,
         seed: int,
         device: torch.device,
         symmetries: tuple[torch.Tensor, torch.Tensor] | None,
@@ -63,10 +64,11 @@ class ValueLearner:
         self.seed = seed
         self.device = device
         key = stream_key(seed, 0, VALUE_NET, 0, Purpose.NETWORK_INIT)
-        self.net = value_network(cfg, encoding_size, seed=key & 0x7FFF_FFFF_FFFF_FFFF)
+        self.net = value_network(cfg, game.encoding_size, seed=key & 0x7FFF_FFFF_FFFF_FFFF)
         self.net.to(device)
         self.optimizer = torch.optim.Adam(self.net.parameters(), lr=cfg.lr)
-        self.memory = ReservoirMemory(cfg.capacity, 2 * encoding_size, 1)
+        # both seats' compact states per row (2 * compact_size bytes), one target
+        self.memory = ReservoirMemory(cfg.capacity, 2 * game.compact_size, 1, game.expand, 1)
         self.relabel = None if symmetries is None else history_relabel(symmetries)
         self.trained_at = 0  # the iteration whose sigma the network was last fitted to
 
@@ -92,8 +94,8 @@ class ValueLearner:
         totals: Counter[str] = Counter()
         on_progress = None if progress is None else _phase(progress, "value traversal", len(ids))
         for result in ordered_results(executor, ids, sigma, on_progress):
-            features, targets = result.values
-            self.memory.add(features, np.ones((len(targets), 1)), targets[:, None], t, stream)
+            states, targets = result.values
+            self.memory.add(states, np.ones((len(targets), 1)), targets[:, None], t, stream)
             totals.update(result.stats)
         traversal_seconds = time.perf_counter() - start
         start = time.perf_counter()

@@ -26,6 +26,7 @@ cdef enum:
     OFF_PLAYER = 0        # [0, 2)  observing player one-hot
     OFF_CARD = 2          # [2, 5)  private card one-hot
     OFF_BETTING = 5       # [5, 11) 3 steps x (pass, bet) one-hot
+    COMPACT_SIZE = 6      # seat, own card + 1 (0: not dealt), bets so far, the 3 bets (0 unused)
 
 NUM_ACTIONS = N_ACTIONS
 ENCODING_SIZE = ENC_SIZE
@@ -49,6 +50,7 @@ cdef class KuhnState(GameState):
     def __cinit__(self):
         self.num_actions = N_ACTIONS
         self.encoding_size = ENC_SIZE
+        self.compact_size = COMPACT_SIZE
         self.reset(NULL)
 
     # --- the GameState interface -------------------------------------------
@@ -141,6 +143,23 @@ cdef class KuhnState(GameState):
             out[OFF_CARD + self.d.card[player]] = 1.0
         for i in range(self.d.num_bets):
             out[OFF_BETTING + 2 * i + self.d.history[i]] = 1.0
+
+    cdef void compact(self, int player, uint8_t* out) noexcept:
+        cdef int i
+        out[0] = <uint8_t>player
+        out[1] = <uint8_t>(self.d.card[player] + 1)
+        out[2] = <uint8_t>self.d.num_bets
+        for i in range(MAX_BETS):
+            out[3 + i] = <uint8_t>self.d.history[i] if i < self.d.num_bets else 0
+
+    cdef void expand(self, const uint8_t* s, float* out) noexcept:
+        cdef int i, player = s[0]
+        self.reset(NULL)
+        self.d.card[player] = <int8_t>(<int>s[1] - 1)
+        self.d.num_bets = <int8_t>s[2]
+        for i in range(self.d.num_bets):
+            self.d.history[i] = <int8_t>s[3 + i]
+        self.encode(player, out)
 
     cdef void reshuffle(self, Rng* rng) noexcept:
         pass  # chance is explicit: nothing hidden is left to redraw

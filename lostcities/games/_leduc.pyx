@@ -33,6 +33,9 @@ cdef enum:
     OFF_PRIVATE = 2       # [2, 8)   private card one-hot
     OFF_PUBLIC = 8        # [8, 14)  public card one-hot
     OFF_BETTING = 14      # [14, 30) 2 rounds x 4 slots x (call, raise)
+    # compact: seat, private card + 1, public card + 1 (0: not dealt), the two rounds'
+    # sequence lengths, then their 4 + 4 actions (0 where unused)
+    COMPACT_SIZE = 13
 
 NUM_ACTIONS = N_ACTIONS
 ENCODING_SIZE = ENC_SIZE
@@ -62,6 +65,7 @@ cdef class LeducState(GameState):
     def __cinit__(self):
         self.num_actions = N_ACTIONS
         self.encoding_size = ENC_SIZE
+        self.compact_size = COMPACT_SIZE
         self.reset(NULL)
 
     # --- the GameState interface -------------------------------------------
@@ -188,6 +192,27 @@ cdef class LeducState(GameState):
                 elif a == RAISE:
                     out[OFF_BETTING + 2 * (MAX_SEQ * r + i) + 1] = 1.0
                 # a fold is 00 (and ends the game)
+
+    cdef void compact(self, int player, uint8_t* out) noexcept:
+        cdef int r, i
+        out[0] = <uint8_t>player
+        out[1] = <uint8_t>(self.d.private_card[player] + 1)
+        out[2] = <uint8_t>(self.d.public_card + 1)
+        for r in range(2):
+            out[3 + r] = <uint8_t>self.d.seq_len[r]
+            for i in range(MAX_SEQ):
+                out[5 + MAX_SEQ * r + i] = <uint8_t>self.d.seq[r][i] if i < self.d.seq_len[r] else 0
+
+    cdef void expand(self, const uint8_t* s, float* out) noexcept:
+        cdef int r, i, player = s[0]
+        self.reset(NULL)
+        self.d.private_card[player] = <int8_t>(<int>s[1] - 1)
+        self.d.public_card = <int8_t>(<int>s[2] - 1)
+        for r in range(2):
+            self.d.seq_len[r] = <int8_t>s[3 + r]
+            for i in range(self.d.seq_len[r]):
+                self.d.seq[r][i] = <int8_t>s[5 + MAX_SEQ * r + i]
+        self.encode(player, out)
 
     cdef void reshuffle(self, Rng* rng) noexcept:
         pass  # chance is explicit: nothing hidden is left to redraw

@@ -49,6 +49,19 @@ cdef enum:
     OFF_COLOR_STATS = 1005
     COLOR_STATS = 14
     OFF_TOTALS = 1075
+    # Compact information state (lost_cities_spec.COMPACT_*): one location code per card,
+    # then four scalars.
+    COMPACT_SIZE = 64
+    LOC_UNSEEN = 0
+    LOC_HAND = 1
+    LOC_OWN_EXP = 2
+    LOC_OPP_EXP = 3
+    LOC_OPP_KNOWN = 4
+    LOC_PILE = 5                    # + position from the bottom of its color's pile
+    C_DECK = 60
+    C_PHASE = 61
+    C_JUST_DISCARDED = 62
+    C_SEAT = 63
 
 
 cdef struct LCData:
@@ -99,6 +112,7 @@ cdef class LostCitiesState(GameState):
     def __cinit__(self, int max_turns=1000):
         self.num_actions = N_ACTIONS
         self.encoding_size = ENC_SIZE
+        self.compact_size = COMPACT_SIZE
         memset(&self.d, 0, sizeof(LCData))
         self.d.max_turns = max_turns
         self.d.just_discarded = -1
@@ -331,6 +345,79 @@ cdef class LostCitiesState(GameState):
             row[13] = color_in_hand / 8.0
         out[OFF_TOTALS] = total[0] / 100.0
         out[OFF_TOTALS + 1] = total[1] / 100.0
+
+    cdef void compact(self, int player, uint8_t* out) noexcept:
+        """Each card's location as ``player`` sees it, cards in the sorted deck's order
+        (the copies of a wager ascending by code), then the draw pile's size, the phase,
+        the type just discarded + 1 and the seat (lost_cities_spec: compact layout)."""
+        cdef int opp = 1 - player, t, c, j, k, i = 0, unseen
+        for t in range(NUM_TYPES):
+            c = t // RANKS
+            unseen = (3 if t % RANKS == 0 else 1) - self.d.hand[player][t] \
+                - self.d.played[player][t] - self.d.played[opp][t] - self.d.known[opp][t]
+            for j in range(self.d.pile_len[c]):
+                unseen -= self.d.pile[c][j] == t
+            for k in range(unseen):
+                out[i] = LOC_UNSEEN
+                i += 1
+            for k in range(self.d.hand[player][t]):
+                out[i] = LOC_HAND
+                i += 1
+            for k in range(self.d.played[player][t]):
+                out[i] = LOC_OWN_EXP
+                i += 1
+            for k in range(self.d.played[opp][t]):
+                out[i] = LOC_OPP_EXP
+                i += 1
+            for k in range(self.d.known[opp][t]):
+                out[i] = LOC_OPP_KNOWN
+                i += 1
+            for j in range(self.d.pile_len[c]):
+                if self.d.pile[c][j] == t:
+                    out[i] = LOC_PILE + j
+                    i += 1
+        out[C_DECK] = <uint8_t>self.d.deck_len
+        out[C_PHASE] = <uint8_t>self.d.phase
+        out[C_JUST_DISCARDED] = <uint8_t>(self.d.just_discarded + 1)
+        out[C_SEAT] = <uint8_t>player
+
+    cdef void expand(self, const uint8_t* s, float* out) noexcept:
+        """Rebuild the viewer's side of a state from ``compact``'s bytes in this state (the
+        opponent's unknown cards and the draw pile's order stay empty: encode reads
+        neither), then encode it."""
+        cdef int player = s[C_SEAT], opp = 1 - player, t, c, r, k, i = 0, code, j
+        memset(&self.d, 0, sizeof(LCData))
+        for t in range(NUM_TYPES):
+            c = t // RANKS
+            for k in range(3 if t % RANKS == 0 else 1):
+                code = s[i]
+                i += 1
+                if code == LOC_HAND:
+                    self.d.hand[player][t] += 1
+                elif code == LOC_OWN_EXP:
+                    self.d.played[player][t] += 1
+                elif code == LOC_OPP_EXP:
+                    self.d.played[opp][t] += 1
+                elif code == LOC_OPP_KNOWN:
+                    self.d.known[opp][t] += 1
+                    self.d.hand[opp][t] += 1
+                elif code >= LOC_PILE:
+                    j = code - LOC_PILE
+                    self.d.pile[c][j] = t
+                    if j + 1 > self.d.pile_len[c]:
+                        self.d.pile_len[c] = j + 1
+        for k in range(2):
+            for c in range(NUM_COLORS):
+                for r in range(1, RANKS):
+                    if self.d.played[k][c * RANKS + r]:
+                        self.d.top_rank[k][c] = r
+        self.d.deck_len = s[C_DECK]
+        self.d.phase = s[C_PHASE]
+        self.d.just_discarded = <int>s[C_JUST_DISCARDED] - 1
+        self.d.player = player
+        self.d.max_turns = 1000
+        self._rebuild_bits()
+        self.encode(player, out)
 
     cdef void reshuffle(self, Rng* rng) noexcept:
         """Fisher-Yates from the back over the unseen draw pile only."""

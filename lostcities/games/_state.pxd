@@ -18,6 +18,13 @@ Conventions
 - ``encode(player, out)`` writes exactly ``encoding_size`` float32 values of
   what ``player`` knows, and nothing else.
 - ``returns(out)`` writes 2 doubles, zero-sum, valid at terminal states.
+- ``compact(player, out)`` writes exactly ``compact_size`` bytes: what ``player``
+  knows, as few bytes as the game allows (Lost Cities: where each card is as
+  that player sees it). Equal information states give equal bytes.
+- ``expand(compact, out)`` writes the ``encoding_size`` features of a compact
+  information state: bit for bit ``encode(player, ...)`` of any state it was
+  taken from. It rebuilds that view in ``self``, which serves as scratch: the
+  state's own content is lost.
 """
 
 from libc.stdint cimport uint8_t
@@ -34,6 +41,7 @@ cdef enum:
 cdef class GameState:
     cdef readonly int num_actions
     cdef readonly int encoding_size
+    cdef readonly int compact_size
 
     cdef void reset(self, Rng* rng) noexcept
     cdef int current_player(self) noexcept
@@ -43,6 +51,8 @@ cdef class GameState:
     cdef void apply(self, int action) noexcept
     cdef void returns(self, double* out) noexcept
     cdef void encode(self, int player, float* out) noexcept
+    cdef void compact(self, int player, uint8_t* out) noexcept
+    cdef void expand(self, const uint8_t* compact, float* out) noexcept
     cdef void reshuffle(self, Rng* rng) noexcept
     cdef GameState clone(self)
     cdef void copy_from(self, GameState other) noexcept

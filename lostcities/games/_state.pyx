@@ -47,6 +47,12 @@ cdef class GameState:
     cdef void encode(self, int player, float* out) noexcept:
         pass
 
+    cdef void compact(self, int player, uint8_t* out) noexcept:
+        pass
+
+    cdef void expand(self, const uint8_t* compact, float* out) noexcept:
+        pass
+
     cdef void reshuffle(self, Rng* rng) noexcept:
         pass
 
@@ -92,6 +98,12 @@ cdef class GameState:
         self.encode(player, <float*>out.data)
         return out
 
+    def compact_view(self, int player):
+        """What ``player`` knows in compact form, uint8 (compact_size,)."""
+        cdef cnp.ndarray[cnp.uint8_t, ndim=1] out = np.zeros(self.compact_size, dtype=np.uint8)
+        self.compact(player, <uint8_t*>out.data)
+        return out
+
     def payoffs(self):
         """Terminal returns of both players, float64 (2,)."""
         cdef double[2] out
@@ -128,6 +140,19 @@ cdef class GameState:
         cdef Rng rng
         rng_init(&rng, key)
         self.reshuffle(&rng)
+
+
+def expand_rows(GameState scratch, const uint8_t[:, ::1] states, float[:, ::1] out):
+    """Features of compact rows: ``states`` uint8 (n, k * compact_size), each row k
+    information states side by side -> ``out`` float32 (n, k * encoding_size), the k
+    encodings side by side. ``scratch`` is overwritten (see ``GameState.expand``); shapes
+    are checked by the caller (lostcities.games.expand_states)."""
+    cdef Py_ssize_t i, n = states.shape[0]
+    cdef int k, views = states.shape[1] // scratch.compact_size
+    cdef int c = scratch.compact_size, d = scratch.encoding_size
+    for i in range(n):
+        for k in range(views):
+            scratch.expand(&states[i, k * c], &out[i, k * d])
 
 
 def random_playouts(GameState prototype, long games, uint64_t key):

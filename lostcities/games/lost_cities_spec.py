@@ -50,6 +50,19 @@ Information-state encoding (float32, ``ENCODING_SIZE`` values, for player i)
                                 hand) / 54; top of c's discard pile playable by i;
                                 cards of c in i's hand / 8
     score_totals    [1075, 1077) own and opponent's total score now / 100
+
+Compact information state (uint8, ``COMPACT_SIZE`` bytes, for player i): what the
+encoding is computed from, stored by the reservoir memories and expanded to the
+encoding when a fit draws a batch (bit for bit the same floats)
+    [0, 60)   one location code per card, the cards in ``sorted_deck()`` order (the
+              three copies of a wager ascending by code): 0 unseen by i (the draw
+              pile or the opponent's hand), 1 i's hand, 2 i's expedition, 3 the
+              opponent's expedition, 4 the opponent's hand and known to i, 5 + j the
+              card's color's discard pile at position j from the bottom
+    60        cards left in the draw pile
+    61        phase
+    62        type just discarded + 1 (0: none)
+    63        i
 """
 
 from __future__ import annotations
@@ -98,6 +111,9 @@ ENCODING_SLICES: dict[str, slice] = {
     "score_totals": slice(1075, 1077),
 }
 ENCODING_SIZE = 1077
+COMPACT_SIZE = 64
+# location codes of the compact information state (see the module docstring)
+LOC_UNSEEN, LOC_HAND, LOC_OWN_EXPEDITION, LOC_OPP_EXPEDITION, LOC_OPP_KNOWN, LOC_PILE = range(6)
 COLOR_STATS = (
     "own_opened", "own_top", "own_wagers", "own_cards", "own_score",
     "opp_opened", "opp_top", "opp_wagers", "opp_cards", "opp_score",

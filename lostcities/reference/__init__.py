@@ -9,6 +9,10 @@ Kernel, its twin here, and the property test that drives both:
 
 - ``games/_lost_cities.pyx`` (the game): ``lost_cities_rules.RulesState``;
   tests/games/test_lost_cities.py
+- ``GameState.compact`` / ``expand`` in ``games/_lost_cities.pyx``, ``_kuhn.pyx`` and
+  ``_leduc.pyx`` (compact information states, expanded to features):
+  ``compact.lost_cities_compact`` / ``lost_cities_expand`` and the Kuhn and Leduc pairs;
+  tests/games/test_compact.py
 - ``cfr/_traverse.pyx`` (traversals): ``traversal.PyTraverser``; tests/cfr/test_traversal.py
 - ``cfr/_heuristic.pyx`` (sigma_1): ``heuristic.lost_cities_heuristic_reference``;
   tests/cfr/test_heuristic_kernel.py

@@ -81,6 +81,11 @@ class PyTraverser:
     def _history(state, player: int) -> np.ndarray:
         return np.concatenate([state.encoding(player), state.encoding(1 - player)])
 
+    @staticmethod
+    def _compact_history(state, player: int) -> np.ndarray:
+        # the value sample's compact form: both seats' compact states, player's first
+        return np.concatenate([state.compact_view(player), state.compact_view(1 - player)])
+
     def _begin(self, key: Callable[[int], int]) -> None:
         # key(purpose): the traversal's stream key for that purpose
         self.chance, self.opp = Stream(key(Purpose.CHANCE)), Stream(key(Purpose.OPPONENT))
@@ -106,7 +111,7 @@ class PyTraverser:
         return self._pack(self.adv), self._pack(self.strat), self.stats
 
     def run_values(self, iteration: int, player: int, index: int):
-        """The twin of ``Traverser.run_values``: (features, targets), stats."""
+        """The twin of ``Traverser.run_values``: (compact histories, targets), stats."""
         base = stream_key(self.seed, iteration, player, index, Purpose.VALUE)
 
         def key(word: int) -> int:
@@ -115,25 +120,25 @@ class PyTraverser:
         self._begin(key)
         self.record = Stream(key(VALUE_RECORD))
         self.explore_key = key(VALUE_EXPLORE)
-        self.vals: list[tuple] = []  # (features, playout, seat)
+        self.vals: list[tuple] = []  # (compact history, playout, seat)
         root = self.prototype.copy()
         root.reset_from_state(key(Purpose.DEAL))
         targets = self._rollout_scheme(root, player, values=True)
-        d = 2 * self.prototype.encoding_size
-        features = np.array([f for f, _, _ in self.vals], np.float32).reshape(-1, d)
+        width = 2 * self.prototype.compact_size
+        states = np.array([h for h, _, _ in self.vals], np.uint8).reshape(-1, width)
         self.stats["value_samples"] = len(self.vals)
-        return (features, np.array(targets, np.float32)), self.stats
+        return (states, np.array(targets, np.float32)), self.stats
 
     def _pack(self, rows: list[tuple]):
-        d, a = self.prototype.encoding_size, self.num_actions
+        c, a = self.prototype.compact_size, self.num_actions
         if not rows:
             return (
-                np.zeros((0, d), np.float32),
+                np.zeros((0, c), np.uint8),
                 np.zeros((0, a), np.uint8),
                 np.zeros((0, a), np.float32),
             )
-        f, m, y = zip(*rows, strict=True)
-        return (np.array(f, np.float32), np.array(m, np.uint8), np.array(y, np.float32))
+        s, m, y = zip(*rows, strict=True)
+        return (np.array(s, np.uint8), np.array(m, np.uint8), np.array(y, np.float32))
 
     def _sample_chance(self, state, stream: Stream) -> None:
         actions, probs = state.chance()
@@ -163,9 +168,9 @@ class PyTraverser:
                     values[a] = self._external(child, traverser)
                     value += sigma[a] * values[a]
             regrets = np.where(mask.astype(bool), values - value, 0.0)
-            self.adv.append((features, mask, regrets.astype(np.float32)))
+            self.adv.append((state.compact_view(cur), mask, regrets.astype(np.float32)))
             return value
-        self.strat.append((features, mask, sigma.astype(np.float32)))
+        self.strat.append((state.compact_view(cur), mask, sigma.astype(np.float32)))
         child = state.copy()
         child.step(self.opp.choice(sigma))
         return self._external(child, traverser)
@@ -201,7 +206,7 @@ class PyTraverser:
             mask, features = state.mask(), state.encoding(cur)
             sigma = self._query([cur], [features], [mask])[0]
             if not values:
-                self.strat.append((features, mask, sigma.astype(np.float32)))
+                self.strat.append((state.compact_view(cur), mask, sigma.astype(np.float32)))
             state.step(self.opp.choice(sigma))
         if not branches:
             return []
@@ -241,7 +246,8 @@ class PyTraverser:
             for a in range(self.num_actions):
                 v += sigma[b, a] * q[b, a]
             regrets = np.where(masks[b].astype(bool), q[b] - v, 0.0)
-            self.adv.append((features[b], masks[b], regrets.astype(np.float32)))
+            compact = branches[b].compact_view(traverser)
+            self.adv.append((compact, masks[b], regrets.astype(np.float32)))
         return []
 
     def _value_playouts(self, branches: list, traverser: int) -> list[float]:
@@ -305,7 +311,7 @@ class PyTraverser:
                     continue
                 if record and (first[j] or self.record.uniform() < self.value_record):
                     for seat in (cur, 1 - cur):
-                        self.vals.append((self._history(state, seat), j, seat))
+                        self.vals.append((self._compact_history(state, seat), j, seat))
                 first[j] = False
                 rows.append(j)
                 players.append(cur)

@@ -26,7 +26,9 @@ def kuhn_trainer(traversal: TraversalConfig, optim: OptimConfig | None = None) -
 
 
 def memory_rows(memory) -> tuple[np.ndarray, np.ndarray]:
-    return memory.features[: memory.size].astype(np.float32), memory.targets[: memory.size]
+    """Every stored sample, expanded: features (n, d), targets (n, A)."""
+    features, _, targets, _ = memory.rows(np.arange(memory.size), torch.device("cpu"))
+    return features.numpy(), targets.numpy()
 
 
 @pytest.mark.parametrize("updates", ["alternating", "simultaneous"])
@@ -38,6 +40,7 @@ def test_update_order_decides_what_player_1_traverses_against(updates):
     alone = make_traverser(make_game(GameConfig(name="kuhn")).prototype, AdvantagePolicy(), cfg, 3)
     results = run_traversals(alone, [TraversalId(1, 1, k) for k in range(6)])
     targets = np.concatenate([r.advantage.targets for r in results]).astype(np.float16)
+    targets = targets.astype(np.float32)  # float16 storage, float32 minibatches
     same = np.array_equal(memory_rows(trainer.advantage_memories[1])[1], targets)
     assert same == (updates == "simultaneous")
     assert all(net is not None for net in trainer.advantage_nets)
@@ -80,3 +83,57 @@ def test_symmetry_augmentation_relabels_each_row_consistently():
         assert torch.equal(new[2][row], targets[row][action_index[s]])
         picks.add(s)
     assert len(picks) > 30  # a fresh draw per row, not one permutation per batch
+
+
+def test_fits_sized_in_passes_over_their_memory_and_measured_on_a_held_out_slice():
+    """advantage_passes: ceil(passes * trained rows / batch) steps, at least
+    advantage_steps; advantage_holdout keeps the memory's first rows out of the fit and
+    reports the net's R^2 on them."""
+    cfg = TraversalConfig(scheme="external", traversals_per_player=40)
+    optim = OptimConfig(
+        advantage_steps=2,
+        advantage_batch_size=16,
+        advantage_passes=1.5,
+        advantage_holdout=0.25,
+        advantage_lr=0.01,
+    )
+    trainer = kuhn_trainer(cfg, optim)
+    metrics = trainer.run_iteration()
+    for player in (0, 1):
+        size = trainer.advantage_memories[player].size
+        trained = size - int(0.25 * size)
+        steps = -(-3 * trained // (2 * 16))  # ceil(1.5 * trained / 16)
+        assert metrics[f"fit/advantage_steps_p{player}"] == steps > 2
+        assert metrics[f"fit/advantage_passes_p{player}"] == steps * 16 / size
+        assert -1.0 < metrics[f"fit/advantage_r2_p{player}"] <= 1.0
+    few = kuhn_trainer(cfg, OptimConfig(advantage_steps=500, advantage_batch_size=16,
+                                        advantage_passes=1.0))  # fmt: skip
+    metrics = few.run_iteration()
+    assert metrics["fit/advantage_steps_p0"] == 500  # the floor
+    assert "fit/advantage_r2_p0" not in metrics  # nothing held out, nothing measured
+
+
+def test_bootstrapped_targets_carry_the_previous_net_and_keep_one_iteration():
+    """advantage_target=bootstrapped: the memory holds the running iteration's samples
+    only, and a fit regresses (W_{t-1} / W_t) A_{t-1}(I) + (t / W_t) r_t(I) on legal
+    actions (0 elsewhere)."""
+    from lostcities.cfr.trainer import _bootstrapped_targets
+
+    previous = torch.nn.Linear(2, 3)
+    with torch.no_grad():
+        previous.weight.zero_()
+        previous.bias.copy_(torch.tensor([3.0, -6.0, 9.0]))
+    transform = _bootstrapped_targets(previous, t=2)  # W_1 = 1, W_2 = 3
+    regrets = torch.tensor([[0.3, 0.6, 0.0]])
+    masks = torch.tensor([[True, True, False]])
+    got = transform(torch.zeros(1, 2), masks, regrets)
+    torch.testing.assert_close(got, torch.tensor([[3.0 / 3 + 0.2, -6.0 / 3 + 0.4, 0.0]]))
+
+    cfg = TraversalConfig(scheme="external", traversals_per_player=6)
+    optim = OptimConfig(advantage_steps=5, advantage_batch_size=16, reinit_advantage=False,
+                        advantage_target="bootstrapped")  # fmt: skip
+    trainer = kuhn_trainer(cfg, optim)
+    for t in (1, 2, 3):
+        trainer.run_iteration()
+        for memory in trainer.advantage_memories:
+            assert memory.size > 0 and set(memory.iterations[: memory.size]) == {t}

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from lostcities.cfr._traverse import Traverser
 from lostcities.cfr.initial import lost_cities_heuristic
 from lostcities.cfr.traversal import TraversalId, run_traversals
+from lostcities.games import expand_states
 from lostcities.games.kuhn import KuhnGame
 from lostcities.games.leduc import LeducGame
 from lostcities.games.lost_cities import LostCitiesGame
@@ -117,10 +118,10 @@ def value_twins(prototype, seed, policy_seed, **kw):
 
 
 def assert_same_values(a, b) -> None:
-    ((features_a, targets_a), stats_a), ((features_b, targets_b), stats_b) = a, b
-    assert features_a.dtype == features_b.dtype == np.float32
+    ((states_a, targets_a), stats_a), ((states_b, targets_b), stats_b) = a, b
+    assert states_a.dtype == states_b.dtype == np.uint8
     assert targets_a.dtype == targets_b.dtype == np.float32
-    np.testing.assert_array_equal(features_a, features_b)
+    np.testing.assert_array_equal(states_a, states_b)
     np.testing.assert_array_equal(targets_a, targets_b)
     assert stats_a == stats_b
 
@@ -185,17 +186,18 @@ def test_learned_values_and_value_traversals_match_the_twin_on_lost_cities(
 
 def test_value_targets_are_each_seats_final_utility():
     """A value traversal's samples come in seat pairs of one state: the second is the
-    first's state seen from the other seat (the halves of the features swapped), with
-    the negated target (zero-sum)."""
+    first's state seen from the other seat (the halves of the compact history swapped),
+    with the negated target (zero-sum)."""
     prototype = LostCitiesGame.from_seed(0).kernel
     fast, _ = value_twins(
         prototype, 3, 1, branch_prob=0.5, utility_scale=0.01, action_values="learned"
     )
-    (features, targets), stats = fast.run_values(2, 1, 9)
-    d = prototype.encoding_size
+    (states, targets), stats = fast.run_values(2, 1, 9)
+    c = prototype.compact_size
+    assert states.shape == (len(targets), 2 * c)
     assert len(targets) == stats["value_samples"] == 2 * stats["playouts"] > 0  # firsts only
-    np.testing.assert_array_equal(features[1::2, :d], features[0::2, d:])
-    np.testing.assert_array_equal(features[1::2, d:], features[0::2, :d])
+    np.testing.assert_array_equal(states[1::2, :c], states[0::2, c:])
+    np.testing.assert_array_equal(states[1::2, c:], states[0::2, :c])
     np.testing.assert_array_equal(targets[1::2], -targets[0::2])
     assert np.abs(targets).max() > 0
 
@@ -224,6 +226,24 @@ def test_playouts_of_one_branch_share_random_numbers():
     assert len({next(iter(o)) for o in piles.values()}) == len(piles)  # branches differ
 
 
+def test_samples_expand_to_the_features_sigma_saw():
+    """Every strategy sample of a Lost Cities trajectory is an opponent node whose sigma was
+    queried: its compact state expands, bit for bit, to the features of that query."""
+    prototype = LostCitiesGame.from_seed(0).kernel
+    policy = FixedPolicy(prototype.encoding_size, prototype.num_actions, 4)
+    queried = []
+
+    def recording(players, features, masks, out):
+        queried.extend(features.copy())
+        policy(players, features, masks, out)
+
+    traverser = Traverser(prototype, recording, scheme="rollout", seed=5, branch_prob=0.0)
+    _, (states, masks, sigma), _ = traverser.run(1, 0, 3)
+    assert len(states) == len(queried) > 10  # no branching: one query per opponent node
+    features = expand_states(prototype, states)
+    assert features.view(np.uint32).tolist() == np.array(queried).view(np.uint32).tolist()
+
+
 def test_result_depends_only_on_the_traversal_id():
     prototype = LeducGame.new().kernel
     policy = FixedPolicy(prototype.encoding_size, prototype.num_actions, 0)
@@ -237,18 +257,19 @@ def test_result_depends_only_on_the_traversal_id():
         for u, v in zip(x.advantage + x.strategy, y.advantage + y.strategy, strict=True):
             np.testing.assert_array_equal(u, v)
     # different IDs deal differently
-    deals = {r.advantage.features[0].tobytes() for r in forward if len(r.advantage.features)}
+    deals = {r.advantage.states[0].tobytes() for r in forward if len(r.advantage.states)}
     assert len(deals) > 3
 
 
 def test_external_sampling_regrets_are_zero_under_sigma():
-    """Regrets at a traverser node are q(a) - sum sigma q: their sigma-weighted sum is 0."""
+    """Regrets at a traverser node are q(a) - sum sigma q: their sigma-weighted sum is 0.
+    The samples' compact states expand to the features sigma was queried with."""
     prototype = LeducGame.new().kernel
     policy = FixedPolicy(prototype.encoding_size, prototype.num_actions, 1)
     traverser = Traverser(prototype, policy, scheme="external", seed=0)
-    (features, masks, regrets), _, stats = traverser.run(1, 0, 0)
+    (states, masks, regrets), _, stats = traverser.run(1, 0, 0)
     sigma = np.zeros(masks.shape)
-    policy(np.zeros(len(masks), np.int8), features, masks, sigma)
+    policy(np.zeros(len(masks), np.int8), expand_states(prototype, states), masks, sigma)
     np.testing.assert_allclose((sigma * regrets).sum(axis=1), 0.0, atol=1e-5)
     assert np.all(regrets[masks == 0] == 0)
     assert stats["nodes"] > stats["terminals"] > 0
@@ -257,10 +278,10 @@ def test_external_sampling_regrets_are_zero_under_sigma():
 def test_rollout_scheme_with_no_branching_makes_no_advantage_samples():
     prototype = LeducGame.new().kernel
     policy = FixedPolicy(prototype.encoding_size, prototype.num_actions, 1)
-    (features, _, _), strat, stats = Traverser(
+    (states, _, _), strat, stats = Traverser(
         prototype, policy, scheme="rollout", branch_prob=0.0
     ).run(1, 0, 0)
-    assert len(features) == 0 and stats["playouts"] == 0
+    assert len(states) == 0 and stats["playouts"] == 0
 
 
 def test_unknown_scheme_is_rejected():

@@ -63,7 +63,7 @@ def test_value_targets_are_unbiased_and_the_network_fits_them_on_kuhn():
     metrics = trainer.values.learn(1, (0, 1), trainer.executor, trainer.sigma, trainer.step)
     assert metrics["value/samples"] > 12_000 and metrics["value/traversals"] == 12_000
     memory = trainer.values.memory
-    features = memory.features[: memory.size].astype(np.float32)
+    features = memory.rows(np.arange(memory.size), torch.device("cpu"))[0].numpy()
     targets = memory.targets[: memory.size, 0].astype(np.float64)
     checked = 0
     with torch.no_grad():

@@ -91,7 +91,7 @@ def run_trainer(overrides: list[str], iterations: int) -> dict:
     return {
         "metrics": metrics,
         "memories": [
-            (m.features[: m.size], m.masks[: m.size], m.targets[: m.size], m.iterations[: m.size])
+            (m.states[: m.size], m.masks[: m.size], m.targets[: m.size], m.iterations[: m.size])
             for m in memories
         ],
         "weights": [
