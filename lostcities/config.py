@@ -255,8 +255,9 @@ class OptimConfig:
     network plus this iteration's sampled regret, over this iteration's samples only (the
     player's memory is emptied every iteration): the same recursion on a problem that no
     longer grows with t, at the price of carrying A_{t-1}'s errors forward."""
-    advantage_holdout: float = checked(0.0, number_in("[0, 0.5)", lambda h: 0 <= h < 0.5))
-    """The share of each advantage memory kept out of its fits to measure them:
+    advantage_holdout: float = checked(0.0, number_in("[0, 0.5]", lambda h: 0 <= h <= 0.5))
+    """The share of each advantage memory kept out of its fits to measure them (every
+    round(1 / share)-th slot, a uniform sample whether or not the reservoir is full):
     ``fit/advantage_r2_p{0,1}`` is the fitted net's R^2 on those samples (0: none held
     out, nothing measured). A measurement setting: the fits see that much less data."""
     strategy_steps: int = checked(2000, integer(1))

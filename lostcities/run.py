@@ -172,7 +172,10 @@ class TrainingRun:
         trainer = self.make_trainer()
         resume_run_id = None
         if state is not None:
-            trainer.load_state_dict(state["trainer"])
+            try:
+                trainer.load_state_dict(state["trainer"])
+            except ValueError as e:  # the file's content does not fit this trainer
+                raise CheckpointError(f"{cfg.run.resume}: {e}") from None
             # None when that run had no MLflow run
             found = state.get("mlflow_run_id")
             resume_run_id = found if isinstance(found, str) else None

@@ -61,6 +61,23 @@ def test_resuming_a_finished_run_says_so_and_logs_nothing(tmp_path, mlflow_uri, 
     assert not (tmp_path / "b").exists()
 
 
+def test_a_checkpoint_whose_memories_do_not_fit_is_refused_naming_the_file(tmp_path):
+    """A checkpoint written before memories stored compact states (its rows are features)
+    cannot be resumed: one error naming the file, before any iteration runs."""
+    from lostcities.checkpoint import CheckpointError, save_checkpoint
+
+    run([*KUHN, "tracking.enabled=false", "run.iterations=1"], tmp_path / "a")
+    ckpt = latest_checkpoint(tmp_path / "a" / "checkpoints")
+    state = load_checkpoint(ckpt)
+    older = {"capacity": 10, "size": 0, "seen": 0, "features": torch.zeros(0, 11)}
+    state["trainer"]["advantage_memories"][0] = older
+    old = tmp_path / "old.pt"
+    save_checkpoint(old, {k: v for k, v in state.items() if k not in ("format", "version")})
+    overrides = [*KUHN, "tracking.enabled=false", "run.iterations=2", f"run.resume={old}"]
+    with pytest.raises(CheckpointError, match=f"^{re.escape(str(old))}: saved memory holds"):
+        run(overrides, tmp_path / "b")
+
+
 def test_resumed_run_continues_one_mlflow_run_with_provenance_tags(tmp_path, mlflow_uri):
     track = f"tracking.tracking_uri={mlflow_uri}"
     run([*KUHN, track, "run.iterations=2"], tmp_path / "a")

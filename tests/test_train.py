@@ -350,6 +350,7 @@ def test_cosine_learning_rate_changes_training_and_restores_the_rate(tmp_path):
     common = [
         *LEDUC_TINY,
         "optim.policy_training=continual",
+        "optim.reinit_advantage=false",  # continued: the checkpoint keeps their optimisers
         "run.iterations=2",
         "optim.advantage_lr=0.004",
     ]

@@ -39,7 +39,7 @@ class Fit:
     weigh: Callable[[torch.Tensor], torch.Tensor]
     relabel: Relabel | None = None
     lr_schedule: str = "constant"
-    holdout: int = 0  # the memory's first rows, never trained on (see held_out_r2)
+    holdout_stride: int = 0  # k >= 2: every k-th slot is never trained on (held_out_r2)
     # targets the net regresses, from a (relabelled) minibatch's features (b, d), masks
     # (b, A) and stored targets (b, A); None: the stored targets
     transform: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor] | None = None
@@ -79,7 +79,7 @@ def _fit(net, optimizer, memory, how, generator, step, device, progress) -> floa
             for group, base in zip(optimizer.param_groups, base_lrs, strict=True):
                 group["lr"] = base * scale
         features, masks, targets, iterations = memory.sample(
-            how.batch_size, generator, device, start=how.holdout
+            how.batch_size, generator, device, holdout_stride=how.holdout_stride
         )
         if how.relabel is not None:
             features, masks, targets = how.relabel(features, masks, targets, generator)
@@ -102,17 +102,18 @@ def _fit(net, optimizer, memory, how, generator, step, device, progress) -> floa
 def held_out_r2(
     net: torch.nn.Module, memory: ReservoirMemory, how: Fit, device: torch.device
 ) -> float:
-    """R^2 of ``net`` on the memory's held-out rows [0, how.holdout), over their legal
-    actions, each entry weighted as the fit weighs its row: 1 - weighted squared error /
-    weighted variance of the targets around their weighted mean. NaN without held-out rows."""
-    if how.holdout == 0:
+    """R^2 of ``net`` on the memory's held-out rows (every ``how.holdout_stride``-th slot),
+    over their legal actions, each entry weighted as the fit weighs its row: 1 - weighted
+    squared error / weighted variance of the targets around their weighted mean. NaN
+    without held-out rows."""
+    if how.holdout_stride < 2:
         return float("nan")
+    held_out = memory.held_out(how.holdout_stride)
     error = total = squares = weight = 0.0
     net.eval()
     with torch.no_grad():
-        for lo in range(0, how.holdout, 4096):
-            idx = np.arange(lo, min(lo + 4096, how.holdout))
-            features, masks, targets, iterations = memory.rows(idx, device)
+        for lo in range(0, len(held_out), 4096):
+            features, masks, targets, iterations = memory.rows(held_out[lo : lo + 4096], device)
             if how.transform is not None:
                 targets = how.transform(features, masks, targets)
             w = how.weigh(iterations)[:, None].expand_as(targets)[masks].double()

@@ -147,15 +147,24 @@ class ReservoirMemory:
         batch_size: int,
         generator: np.random.Generator,
         device: torch.device,
-        start: int = 0,
+        holdout_stride: int = 0,
     ):
-        """A uniform minibatch of the rows from ``start`` on, as tensors: features (b, d)
-        f32 (expanded from the compact states), masks (b, A) bool, targets (b, A) f32 (0 at
-        illegal actions), iterations (b,) f32. Rows before ``start`` are a held-out slice:
-        reservoir slots are filled in random order once full, so any slot range is a
-        uniform sample of the memory."""
-        idx = generator.integers(start, self.size, size=min(batch_size, self.size - start))
-        return self.rows(idx, device)
+        """A uniform minibatch as tensors: features (b, d) f32 (expanded from the compact
+        states), masks (b, A) bool, targets (b, A) f32 (0 at illegal actions), iterations
+        (b,) f32. With ``holdout_stride`` k >= 2, never a row of :meth:`held_out` (every
+        k-th slot)."""
+        if holdout_stride < 2:
+            idx = generator.integers(0, self.size, size=min(batch_size, self.size))
+            return self.rows(idx, device)
+        k = holdout_stride
+        trainable = self.size - len(range(0, self.size, k))
+        i = generator.integers(0, trainable, size=min(batch_size, trainable))
+        return self.rows(i // (k - 1) * k + i % (k - 1) + 1, device)  # skip slots 0, k, 2k...
+
+    def held_out(self, holdout_stride: int) -> np.ndarray:
+        """Every ``holdout_stride``-th slot: a uniform sample of the memory whether or not it
+        is full (slots fill in insertion order, then are replaced in random order)."""
+        return np.arange(0, self.size, holdout_stride)
 
     def rows(self, idx: np.ndarray, device: torch.device):
         """The samples at ``idx`` as :meth:`sample` returns them."""

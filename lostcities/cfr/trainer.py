@@ -301,12 +301,14 @@ class DeepCFRTrainer:
                 net.parameters(), lr=self.optim.advantage_lr
             )
         batch = self.optim.advantage_batch_size
-        holdout = int(self.optim.advantage_holdout * memory.size)
+        share = self.optim.advantage_holdout
+        stride = round(1 / share) if share > 0 else 0  # every stride-th slot is held out
+        trained = memory.size - (len(memory.held_out(stride)) if stride else 0)
         steps = _fit_steps(
-            self.optim.advantage_steps, self.optim.advantage_passes, batch, memory.size - holdout
+            self.optim.advantage_steps, self.optim.advantage_passes, batch, trained
         )
         how = self._fit_settings(t, steps, batch, _regret_loss)
-        how.holdout = holdout
+        how.holdout_stride = stride
         if self.optim.advantage_target == "bootstrapped":
             how.weigh = torch.ones_like  # one iteration's samples: no linear-CFR weights
             how.transform = transform
@@ -323,7 +325,7 @@ class DeepCFRTrainer:
         net.eval()
         self.fit_metrics[f"fit/advantage_steps_p{player}"] = steps
         self.fit_metrics[f"fit/advantage_passes_p{player}"] = steps * batch / memory.size
-        if holdout:
+        if stride:
             r2 = held_out_r2(net, memory, how, self.device)
             self.fit_metrics[f"fit/advantage_r2_p{player}"] = r2
         self.advantage_nets[player] = net
@@ -410,8 +412,10 @@ class DeepCFRTrainer:
             "advantage_nets": [
                 None if n is None else self.step.weights(n) for n in self.advantage_nets
             ],
+            # reinitialised nets get a fresh optimiser every iteration: nothing to carry
             "advantage_optimizers": [
-                None if o is None else o.state_dict() for o in self.advantage_optimizers
+                None if o is None or self.optim.reinit_advantage else o.state_dict()
+                for o in self.advantage_optimizers
             ],
             "iteration_advantage_nets": self.iteration_advantage_nets,
             "policy_net": self.step.weights(self.policy_net),
@@ -427,7 +431,7 @@ class DeepCFRTrainer:
         """What playing needs and nothing else (no memories, no optimisers): the weights of
         the policy net, of the latest advantage nets and of every iteration's advantage
         nets, the iteration and the network config. A few MB where a checkpoint is
-        hundreds (lostcities/eval/agents.py plays it)."""
+        about a hundred (lostcities/eval/agents.py plays it)."""
         return {
             "iteration": self.iteration,
             "network": asdict(self.network_cfg),

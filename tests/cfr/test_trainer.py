@@ -87,8 +87,8 @@ def test_symmetry_augmentation_relabels_each_row_consistently():
 
 def test_fits_sized_in_passes_over_their_memory_and_measured_on_a_held_out_slice():
     """advantage_passes: ceil(passes * trained rows / batch) steps, at least
-    advantage_steps; advantage_holdout keeps the memory's first rows out of the fit and
-    reports the net's R^2 on them."""
+    advantage_steps; advantage_holdout keeps every round(1 / share)-th slot out of the fit
+    and reports the net's R^2 on them."""
     cfg = TraversalConfig(scheme="external", traversals_per_player=40)
     optim = OptimConfig(
         advantage_steps=2,
@@ -101,7 +101,7 @@ def test_fits_sized_in_passes_over_their_memory_and_measured_on_a_held_out_slice
     metrics = trainer.run_iteration()
     for player in (0, 1):
         size = trainer.advantage_memories[player].size
-        trained = size - int(0.25 * size)
+        trained = size - len(range(0, size, 4))  # every 4th slot held out
         steps = -(-3 * trained // (2 * 16))  # ceil(1.5 * trained / 16)
         assert metrics[f"fit/advantage_steps_p{player}"] == steps > 2
         assert metrics[f"fit/advantage_passes_p{player}"] == steps * 16 / size
