@@ -136,7 +136,23 @@ LEARNED_VALUES = [
 ]
 
 
-@pytest.mark.parametrize("values", [[], LEARNED_VALUES], ids=["external", "learned_values"])
+# continued nets on bootstrapped targets, fits sized in passes with a held-out slice, and
+# an annealed anchor: every piece of state these keep must come back from the checkpoint
+BOOTSTRAPPED = [
+    "optim.advantage_target=bootstrapped",
+    "optim.reinit_advantage=false",
+    "optim.advantage_passes=2",
+    "optim.advantage_holdout=0.1",
+    "traversal.anchor=0.3",
+    "traversal.anchor_decay=0.5",
+]
+
+
+@pytest.mark.parametrize(
+    "values",
+    [[], LEARNED_VALUES, BOOTSTRAPPED],
+    ids=["external", "learned_values", "bootstrapped"],
+)
 def test_resumed_run_matches_uninterrupted_run(tmp_path, values):
     common = [
         *values,

@@ -33,6 +33,10 @@ Action values at a branching node (``action_values``)
   is valued exactly. A history is encoded as both seats' information states,
   the traverser's first: ``encode(p) + encode(1 - p)`` (2 * encoding_size).
 
+Samples hold information states in the game's compact form (``GameState.compact``:
+compact_size bytes, a history both seats' side by side); the memories expand them to
+features when a fit draws them (lostcities/cfr/memory.py).
+
 Value traversals (``run_values``) make the learned value's training data: the
 same trajectory as a regret traversal (its streams keyed apart, purpose
 PURPOSE_VALUE), then at each branching node one uniformly random legal action and

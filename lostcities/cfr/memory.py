@@ -15,13 +15,12 @@ What is stored per sample:
   106). float16 rounds regrets and sigma to ~1e-3 relative; float32 keeps them exact;
 - the iteration, int32.
 
-A Lost Cities sample takes 114 bytes, where its float16 features alone took 2154.
+A Lost Cities sample takes 114 bytes (its float32 features alone would take 4308).
 Minibatches are float32. Reservoir sampling keeps a uniform sample of everything ever
 inserted once capacity is reached; the replacement draws come from a caller-supplied
 keyed stream, so the memory's content depends only on insertion order, which the
 trainer fixes by traversal ID. Checkpoints hold the filled rows as stored, each array
-column by column (a card's location codes side by side) and deflated: a Lost Cities
-advantage sample takes ~33 bytes there, a strategy sample ~13.
+column by column (one card's location codes side by side) and deflated.
 """
 
 from __future__ import annotations

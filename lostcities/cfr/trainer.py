@@ -292,9 +292,9 @@ class DeepCFRTrainer:
         if memory.size == 0:
             return float("nan")
         net = self.advantage_nets[player]
-        transform = None
-        if self.optim.advantage_target == "bootstrapped" and net is not None:
-            transform = _bootstrapped_targets(copy.deepcopy(net).eval(), t)
+        bootstrapped = self.optim.advantage_target == "bootstrapped"
+        # A_{t-1}, frozen before the net is refitted or reinitialised in place
+        previous = copy.deepcopy(net).eval() if bootstrapped and net is not None else None
         if net is None or self.optim.reinit_advantage:
             net = self._reinit(net, Purpose.NETWORK_INIT, t, player)
             self.advantage_optimizers[player] = torch.optim.Adam(
@@ -303,15 +303,13 @@ class DeepCFRTrainer:
         batch = self.optim.advantage_batch_size
         share = self.optim.advantage_holdout
         stride = round(1 / share) if share > 0 else 0  # every stride-th slot is held out
-        trained = memory.size - (len(memory.held_out(stride)) if stride else 0)
-        steps = _fit_steps(
-            self.optim.advantage_steps, self.optim.advantage_passes, batch, trained
-        )
+        trained = memory.size - len(memory.held_out(stride)) if stride else memory.size
+        steps = _fit_steps(self.optim.advantage_steps, self.optim.advantage_passes, batch, trained)
         how = self._fit_settings(t, steps, batch, _regret_loss)
         how.holdout_stride = stride
-        if self.optim.advantage_target == "bootstrapped":
+        if bootstrapped:
             how.weigh = torch.ones_like  # one iteration's samples: no linear-CFR weights
-            how.transform = transform
+            how.transform = None if previous is None else _bootstrapped_targets(previous, t)
         loss = fit(
             net,
             self.advantage_optimizers[player],
