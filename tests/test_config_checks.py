@@ -28,7 +28,7 @@ register_configs()  # the schemas conf/train.yaml composes against
 
 def test_every_field_of_config_py_declares_a_rule():
     keys = list(RULES)
-    assert len(keys) == len(set(keys)) == 105
+    assert len(keys) == len(set(keys)) == 110
     assert {c.key for c in CROSS_RULES} <= set(keys)
 
 
@@ -70,6 +70,7 @@ BAD_VALUES: dict[str, list[str]] = {
     "a number in (0, 1]": ["0", "1.5"],
     "a number in [0, 1)": ["-0.1", "1"],
     "a number in [0, 1]": ["-0.1", "1.5"],
+    "a number in [0, 0.5]": ["-0.1", "0.6"],
     "a non-empty string": ["''"],
     "null or a non-empty string": ["''"],
     "a list of non-empty strings": ["['']", "['+compile=off','']"],
