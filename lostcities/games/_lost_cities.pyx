@@ -100,6 +100,14 @@ cdef inline int expedition_score(const uint8_t* played_row, int color) noexcept:
     return (total - 20) * (1 + wagers) + (20 if cards >= 8 else 0)
 
 
+cdef inline int _repeat(uint8_t* out, int i, int code, int count) noexcept:
+    """Write ``code`` into out[i:i + count]; returns i + count."""
+    cdef int k
+    for k in range(count):
+        out[i + k] = code
+    return i + count
+
+
 cdef inline uint64_t _bit(int t) noexcept:
     return (<uint64_t>1) << t
 
@@ -350,28 +358,19 @@ cdef class LostCitiesState(GameState):
         """Each card's location as ``player`` sees it, cards in the sorted deck's order
         (the copies of a wager ascending by code), then the draw pile's size, the phase,
         the type just discarded + 1 and the seat (lost_cities_spec: compact layout)."""
-        cdef int opp = 1 - player, t, c, j, k, i = 0, unseen
+        cdef int opp = 1 - player, t, c, j, i = 0, unseen
         for t in range(NUM_TYPES):
             c = t // RANKS
             unseen = (3 if t % RANKS == 0 else 1) - self.d.hand[player][t] \
                 - self.d.played[player][t] - self.d.played[opp][t] - self.d.known[opp][t]
             for j in range(self.d.pile_len[c]):
                 unseen -= self.d.pile[c][j] == t
-            for k in range(unseen):
-                out[i] = LOC_UNSEEN
-                i += 1
-            for k in range(self.d.hand[player][t]):
-                out[i] = LOC_HAND
-                i += 1
-            for k in range(self.d.played[player][t]):
-                out[i] = LOC_OWN_EXP
-                i += 1
-            for k in range(self.d.played[opp][t]):
-                out[i] = LOC_OPP_EXP
-                i += 1
-            for k in range(self.d.known[opp][t]):
-                out[i] = LOC_OPP_KNOWN
-                i += 1
+            # the copies' codes in ascending order: equal information states, equal bytes
+            i = _repeat(out, i, LOC_UNSEEN, unseen)
+            i = _repeat(out, i, LOC_HAND, self.d.hand[player][t])
+            i = _repeat(out, i, LOC_OWN_EXP, self.d.played[player][t])
+            i = _repeat(out, i, LOC_OPP_EXP, self.d.played[opp][t])
+            i = _repeat(out, i, LOC_OPP_KNOWN, self.d.known[opp][t])
             for j in range(self.d.pile_len[c]):
                 if self.d.pile[c][j] == t:
                     out[i] = LOC_PILE + j
