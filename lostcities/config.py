@@ -97,6 +97,10 @@ class NetworkConfig:
     """color_shared: transformer encoder layers across the five colors."""
     attention_heads: int = checked(4, integer(1))
     """color_shared: attention heads per transformer layer (must divide ``hidden``)."""
+    normalize_last: bool = checked(False, boolean())
+    """mlp: normalise the last hidden layer per row (mean 0, variance 1; Deep CFR's
+    last-layer normalisation) before the head, in the advantage and policy networks (the
+    value network is ``value``'s)."""
 
 
 @dataclass
@@ -255,6 +259,16 @@ class OptimConfig:
     network plus this iteration's sampled regret, over this iteration's samples only (the
     player's memory is emptied every iteration): the same recursion on a problem that no
     longer grows with t, at the price of carrying A_{t-1}'s errors forward."""
+    magnet: float = checked(0.0, non_negative())
+    """A pull towards the average strategy that moves with it (magnetic mirror descent's
+    moving magnet, Sokota et al. 2023, in regret-matching form): every sampled regret of
+    action a that an advantage net fits gets ``magnet * pi(a | I)`` added (in utility
+    units), pi the policy network's average strategy of the iterations before (sigma_1
+    before the first). The nets then predict R_t / W_t plus the pull towards a weighted
+    average of the average strategies, so play stays near what was learned, and where the
+    average settles on an equilibrium its pull vanishes from the fixed point (a fixed
+    ``traversal.anchor`` towards sigma_1 keeps its own). 0: none. Needs
+    ``policy_training: continual`` (the average strategy trained every iteration)."""
     advantage_holdout: float = checked(0.0, number_in("[0, 0.5]", lambda h: 0 <= h <= 0.5))
     """The share of each advantage memory kept out of its fits to measure them (every
     round(1 / share)-th slot, a uniform sample whether or not the reservoir is full):

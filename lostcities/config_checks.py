@@ -90,6 +90,18 @@ CROSS_RULES: tuple[CrossRule, ...] = (
         ),
         lambda c: f"a divisor of network.hidden={c.network.hidden}",
     ),
+    # color_shared normalises its tokens already (lostcities/cfr/networks.py)
+    CrossRule(
+        "network.normalize_last",
+        lambda c: c.network.kind == "mlp" or not c.network.normalize_last,
+        lambda c: f"false with network.kind={c.network.kind} (an mlp's option)",
+    ),
+    # the magnet is the average strategy of the iterations so far (lostcities/cfr/trainer.py)
+    CrossRule(
+        "optim.magnet",
+        lambda c: c.optim.magnet == 0 or c.optim.policy_training == "continual",
+        lambda c: f"0 with optim.policy_training={c.optim.policy_training} (continual only)",
+    ),
     # the heuristic reads Lost Cities features (lostcities/cfr/initial.py)
     _lost_cities_only("traversal.sampling_policy", "uniform"),
     _lost_cities_only("traversal.initial_strategy", "uniform"),

@@ -28,7 +28,7 @@ register_configs()  # the schemas conf/train.yaml composes against
 
 def test_every_field_of_config_py_declares_a_rule():
     keys = list(RULES)
-    assert len(keys) == len(set(keys)) == 110
+    assert len(keys) == len(set(keys)) == 112
     assert {c.key for c in CROSS_RULES} <= set(keys)
 
 
@@ -94,6 +94,8 @@ CROSS_CASES: dict[str, list[str]] = {
     "traversal.ray_address": ["traversal.executor=processes", "traversal.ray_address=auto"],
     "network.kind": ["game=kuhn", "network=color_shared"],
     "network.attention_heads": ["network=color_shared", "network.attention_heads=3"],
+    "network.normalize_last": ["network=color_shared", "network.normalize_last=true"],
+    "optim.magnet": ["game=kuhn", "optim.magnet=0.1"],
     "traversal.sampling_policy": ["game=leduc", "traversal.sampling_policy=lost_cities_heuristic"],
     "traversal.initial_strategy": ["game=kuhn", "traversal.initial_strategy=lost_cities_heuristic"],
     "optim.augment_symmetries": ["game=kuhn", "optim.augment_symmetries=true"],

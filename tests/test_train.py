@@ -136,8 +136,9 @@ LEARNED_VALUES = [
 ]
 
 
-# continued nets on bootstrapped targets, fits sized in passes with a held-out slice, and
-# an annealed anchor: every piece of state these keep must come back from the checkpoint
+# continued nets on bootstrapped targets, fits sized in passes with a held-out slice, an
+# annealed anchor, the moving magnet (the continual policy net) and normalised last layers:
+# every piece of state these keep must come back from the checkpoint
 BOOTSTRAPPED = [
     "optim.advantage_target=bootstrapped",
     "optim.reinit_advantage=false",
@@ -145,6 +146,9 @@ BOOTSTRAPPED = [
     "optim.advantage_holdout=0.1",
     "traversal.anchor=0.3",
     "traversal.anchor_decay=0.5",
+    "optim.policy_training=continual",
+    "optim.magnet=0.2",
+    "network.normalize_last=true",
 ]
 
 

@@ -9,11 +9,16 @@ Per row and layer (W stored transposed, (in, out) row-major):
     acc[j] = 0 for every j
     for k = 0 .. in-1 with x[k] != 0:  acc[j] = acc[j] + x[k] * W[k, j] for every j
     y[j] = acc[j] + b[j]                (then y > 0 ? y : 0 on hidden layers)
+With ``normalize_last`` the last hidden layer's y (n values) is then normalised, all in
+float32, sums in increasing j:
+    mean = (y[0] + ... + y[n-1]) / n;   d[j] = y[j] - mean
+    var = (d[0] * d[0] + ... + d[n-1] * d[n-1]) / n;   y[j] = d[j] / sqrt(var + EPS)
 Vectorising the j loop reorders nothing: each acc[j] still sums over k in
 increasing order. Built with -ffp-contract=off, so x[k] * W[k, j] is rounded
 to float32 before the add (no FMA), as numpy does.
 """
 
+from libc.math cimport sqrtf
 from libc.stdlib cimport free, malloc
 
 import numpy as np
@@ -72,8 +77,28 @@ cdef inline void _dense(const float** x, Py_ssize_t rows, Py_ssize_t n_in, const
                 acc[j] = v
 
 
-def forward(list weights, list biases, const float[:, ::1] features, float[:, ::1] out):
+cdef inline void _normalize(float* y, Py_ssize_t n, float eps) noexcept nogil:
+    # y (n,) -> (y - mean) / sqrt(var + eps), in place; sums in increasing index.
+    cdef Py_ssize_t j
+    cdef float total = 0.0, mean, d, scale
+    for j in range(n):
+        total = total + y[j]
+    mean = total / <float> n
+    total = 0.0
+    for j in range(n):
+        d = y[j] - mean
+        y[j] = d
+        total = total + d * d
+    scale = sqrtf(total / <float> n + eps)
+    for j in range(n):
+        y[j] = y[j] / scale
+
+
+def forward(list weights, list biases, const float[:, ::1] features, float[:, ::1] out,
+            bint normalize_last=False, float eps=1e-5):
     """out (n, A) = MLP(features (n, d)); weights[i] (in_i, out_i), biases[i] (out_i,).
+    ``normalize_last``: normalise the last hidden layer's activations of each row (mean 0,
+    variance 1 with ``eps``) before the head.
 
     Shapes are checked by the wrapper; only what would corrupt memory is rechecked here.
     """
@@ -123,6 +148,9 @@ def forward(list weights, list biases, const float[:, ::1] features, float[:, ::
                         y[r] = &out[start + r, 0] if i == n_layers - 1 else &scratch[i & 1, r, 0]
                     _dense(x, rows, dims[i], w_ptr[i], b_ptr[i], dims[i + 1],
                            i < n_layers - 1, y)
+                    if normalize_last and i == n_layers - 2:
+                        for r in range(rows):
+                            _normalize(y[r], dims[i + 1], eps)
                     for r in range(rows):
                         x[r] = y[r]
     finally:

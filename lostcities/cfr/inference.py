@@ -17,7 +17,10 @@ as (in, out)::
         acc[j] = acc[j] + x[k] * W[k, j]        (product rounded to float32, no FMA)
     y[j] = acc[j] + b[j]                        then y > 0 ? y : 0 on hidden layers
 
-So the result does not depend on the batch size, on a row's position or on the
+An MLP built with ``normalize_last`` then normalises its last hidden layer's y (n values),
+as ``NORM_EPS``-regularised layer normalisation without a learned scale, in float32 with
+every sum in increasing j: mean = sum(y) / n, d = y - mean, y = d / sqrt(sum(d * d) / n +
+eps). So the result does not depend on the batch size, on a row's position or on the
 other rows, nor on the number of threads. The kernel walks rows in blocks of 8
 so that each weight row fetched from memory serves all of them; that interleaves
 rows but never mixes them. Vectorising over j reorders no sum either, so builds
@@ -37,7 +40,7 @@ import numpy as np
 import torch
 
 from lostcities.cfr import _rowwise
-from lostcities.cfr.networks import MLP
+from lostcities.cfr.networks import MLP, NORM_EPS
 from lostcities.perf.compile import strip_compiled_prefix
 
 Layer = tuple[np.ndarray, np.ndarray]
@@ -51,11 +54,16 @@ class RowwiseMLP:
     module (training) do not reach the snapshot.
     """
 
-    def __init__(self, layers: Sequence[Layer]) -> None:
+    def __init__(self, layers: Sequence[Layer], normalize_last: bool = False) -> None:
         """``layers``: (W (in, out), b (out,)) per linear layer, hidden layers first,
-        the head last; every layer but the head is followed by a ReLU."""
+        the head last; every layer but the head is followed by a ReLU.
+        ``normalize_last``: the head reads the last hidden layer normalised (as the MLP's
+        ``normalize_last``; needs a hidden layer)."""
         if not layers:
             raise ValueError("RowwiseMLP needs at least one layer")
+        if normalize_last and len(layers) < 2:
+            raise ValueError("RowwiseMLP: normalize_last needs a hidden layer")
+        self.normalize_last = bool(normalize_last)
         checked: list[Layer] = []
         width = None
         for i, (weight, bias) in enumerate(layers):
@@ -85,13 +93,17 @@ class RowwiseMLP:
         inner = getattr(net, "_orig_mod", net)
         if not isinstance(inner, MLP):
             raise TypeError(f"RowwiseMLP.from_module expects an MLP, got {type(inner).__name__}")
-        return cls.from_state_dict(inner.state_dict())
+        return cls.from_state_dict(inner.state_dict(), inner.normalize_last)
 
     @classmethod
-    def from_state_dict(cls, state: Mapping[str, torch.Tensor | np.ndarray]) -> RowwiseMLP:
+    def from_state_dict(
+        cls, state: Mapping[str, torch.Tensor | np.ndarray], normalize_last: bool = False
+    ) -> RowwiseMLP:
         """From an MLP's state dict: ``body.{2i}.weight``/``.bias`` per hidden layer i,
         ``head.weight``/``.bias``; weights (out, in) as in ``nn.Linear``, float32 torch
-        tensors or numpy arrays. Keys may carry torch.compile's ``_orig_mod.`` prefix."""
+        tensors or numpy arrays. Keys may carry torch.compile's ``_orig_mod.`` prefix.
+        ``normalize_last`` is not in a state dict (the normalisation has no weights): say
+        it as the MLP was built."""
         params = strip_compiled_prefix(state)
         hidden = sum(1 for key in params if key.startswith("body.") and key.endswith(".weight"))
         names = [f"body.{2 * i}" for i in range(hidden)] + ["head"]
@@ -110,7 +122,7 @@ class RowwiseMLP:
             if weight.ndim != 2:
                 raise ValueError(f"{name}.weight must be 2-D (out, in), got shape {weight.shape}")
             layers.append((weight.T, bias))  # nn.Linear's (out, in) -> (in, out)
-        return cls(layers)
+        return cls(layers, normalize_last)
 
     @property
     def input_dim(self) -> int:
@@ -145,14 +157,22 @@ class RowwiseMLP:
         ):
             raise ValueError(f"out must be a writable C-contiguous float32 array of shape {shape}")
         # A contiguous copy changes no value, only the layout the kernel reads.
-        _rowwise.forward(self._weights, self._biases, np.ascontiguousarray(features), out)
+        _rowwise.forward(
+            self._weights,
+            self._biases,
+            np.ascontiguousarray(features),
+            out,
+            self.normalize_last,
+            NORM_EPS,
+        )
         return out
 
     __call__ = forward
 
     def __repr__(self) -> str:
         widths = [self.input_dim] + [w.shape[1] for w, _ in self.layers]
-        return f"RowwiseMLP({' -> '.join(map(str, widths))})"
+        norm = ", normalize_last" if self.normalize_last else ""
+        return f"RowwiseMLP({' -> '.join(map(str, widths))}{norm})"
 
 
 def _to_numpy(value, name: str) -> np.ndarray:

@@ -17,13 +17,23 @@ from torch import nn
 from lostcities.config import NETWORK_KINDS, NetworkConfig
 from lostcities.games import lost_cities_spec as spec
 
+NORM_EPS = 1e-5
+"""The variance floor of ``MLP(normalize_last=True)``'s normalisation (torch's layer_norm
+default)."""
+
 
 class MLP(nn.Module):
     """``layers`` hidden ReLU layers of width ``hidden``, then a linear head (sizes
-    validated by lostcities/config_checks.py)."""
+    validated by lostcities/config_checks.py). With ``normalize_last`` the head reads the
+    last hidden layer normalised per row to mean 0 and variance 1 (layer normalisation
+    without a learned scale, as Deep CFR's and PokerRL's networks): the head's input keeps
+    one scale however far the body's weights drift while the regrets it fits grow."""
 
-    def __init__(self, input_dim: int, num_actions: int, hidden: int, layers: int) -> None:
+    def __init__(
+        self, input_dim: int, num_actions: int, hidden: int, layers: int, normalize_last=False
+    ) -> None:
         super().__init__()
+        self.normalize_last = bool(normalize_last)
         blocks: list[nn.Module] = []
         width = input_dim
         for _ in range(layers):
@@ -33,8 +43,11 @@ class MLP(nn.Module):
         self.head = nn.Linear(width, num_actions)
 
     def forward(self, features: torch.Tensor) -> torch.Tensor:
-        # features: (batch, input_dim) float32 -> (batch, num_actions)
-        return self.head(self.body(features))
+        # features: (batch, input_dim) float32 -> hidden (batch, hidden) -> (batch, num_actions)
+        hidden = self.body(features)
+        if self.normalize_last:
+            hidden = nn.functional.layer_norm(hidden, hidden.shape[-1:], eps=NORM_EPS)
+        return self.head(hidden)
 
 
 # --- color_shared: Lost Cities, one set of weights for the five colors -----------------
@@ -167,7 +180,7 @@ def build_network(
 
 def _build_mlp(cfg: NetworkConfig, input_dim: int, num_actions: int, seed: int) -> MLP:
     generator = torch.Generator().manual_seed(seed)
-    net = MLP(input_dim, num_actions, cfg.hidden, cfg.layers)
+    net = MLP(input_dim, num_actions, cfg.hidden, cfg.layers, cfg.normalize_last)
     with torch.no_grad():
         for module in net.modules():
             if isinstance(module, nn.Linear):

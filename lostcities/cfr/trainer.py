@@ -310,6 +310,8 @@ class DeepCFRTrainer:
         if bootstrapped:
             how.weigh = torch.ones_like  # one iteration's samples: no linear-CFR weights
             how.transform = None if previous is None else _bootstrapped_targets(previous, t)
+        if self.optim.magnet > 0:
+            how.transform = _with_magnet(self._magnet(player), self.optim.magnet, how.transform)
         loss = fit(
             net,
             self.advantage_optimizers[player],
@@ -332,6 +334,28 @@ class DeepCFRTrainer:
         snapshots.append({k: v.clone() for k, v in self.step.weights(net).items()})
         self.sigma.set_network(player, net, regret_weight(t), t)
         return loss
+
+    def _magnet(self, player: int):
+        """The moving magnet of iteration t's fits (``optim.magnet``): the policy network's
+        average strategy of iterations 1..t-1 (it trains after the advantage nets), or
+        sigma_1 before its first training. features (b, d), masks (b, A) bool -> (b, A)."""
+        if self.policy_trained_at == 0:
+            initial = self.sigma.initial
+
+            def sigma_1(features: torch.Tensor, masks: torch.Tensor) -> torch.Tensor:
+                players = np.full(len(features), player, dtype=np.int8)
+                rows = initial(players, features.cpu().numpy(), masks.cpu().numpy())
+                return torch.from_numpy(rows).to(features.device, torch.float32)
+
+            return sigma_1
+        net = self.policy_net
+
+        def average(features: torch.Tensor, masks: torch.Tensor) -> torch.Tensor:
+            with torch.no_grad():
+                logits = net(features).float()
+            return torch.softmax(logits.masked_fill(~masks, -torch.inf), dim=1)
+
+        return average
 
     def train_policy(self) -> float:
         """Bring the policy network to iteration t (once per t; returns its loss).
@@ -485,6 +509,18 @@ def _bootstrapped_targets(previous: torch.nn.Module, t: int):
         with torch.no_grad():
             carried = previous(features).float()
         return torch.where(masks, keep * carried + new * regrets, torch.zeros_like(regrets))
+
+    return transform
+
+
+def _with_magnet(magnet, weight: float, then):
+    """Targets pulled by the moving magnet: the sampled regrets plus ``weight`` *
+    magnet(I) on the legal actions, then ``then`` (the bootstrapped recursion) if given;
+    (features (b, d), masks (b, A) bool, regrets (b, A)) -> (b, A)."""
+
+    def transform(features, masks, regrets):
+        pulled = torch.where(masks, regrets + weight * magnet(features, masks), regrets)
+        return pulled if then is None else then(features, masks, pulled)
 
     return transform
 

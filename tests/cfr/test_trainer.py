@@ -14,10 +14,14 @@ from lostcities.config import GameConfig, MemoryConfig, NetworkConfig, OptimConf
 from lostcities.games import make_game
 
 
-def kuhn_trainer(traversal: TraversalConfig, optim: OptimConfig | None = None) -> DeepCFRTrainer:
+def kuhn_trainer(
+    traversal: TraversalConfig,
+    optim: OptimConfig | None = None,
+    network: NetworkConfig | None = None,
+) -> DeepCFRTrainer:
     return DeepCFRTrainer(
         make_game(GameConfig(name="kuhn")),
-        NetworkConfig(hidden=8, layers=1),
+        network or NetworkConfig(hidden=8, layers=1),
         traversal,
         MemoryConfig(10_000, 10_000),
         optim or OptimConfig(advantage_steps=5, advantage_batch_size=16),
@@ -44,6 +48,27 @@ def test_update_order_decides_what_player_1_traverses_against(updates):
     same = np.array_equal(memory_rows(trainer.advantage_memories[1])[1], targets)
     assert same == (updates == "simultaneous")
     assert all(net is not None for net in trainer.advantage_nets)
+
+
+def test_normalized_last_layer_reaches_every_network_and_sigma():
+    cfg = TraversalConfig(scheme="external", traversals_per_player=6)
+    network = NetworkConfig(hidden=8, layers=2, normalize_last=True)
+    trainer = kuhn_trainer(cfg, network=network)
+    trainer.run_iteration()
+    trainer.run_iteration()
+    trainer.train_policy()
+    nets = [*trainer.advantage_nets, trainer.policy_net]
+    assert all(net.normalize_last for net in nets)
+    # sigma's forwards (the per-row kernel for small batches) normalise as torch does
+    features = np.eye(trainer.game.encoding_size, dtype=np.float32)[:5]
+    with torch.no_grad():
+        expected = trainer.advantage_nets[1](torch.from_numpy(features)).numpy()
+    np.testing.assert_allclose(trainer.sigma.advantages(1, features), expected, atol=1e-5)
+    hidden = trainer.advantage_nets[1].body(torch.from_numpy(features))
+    assert hidden.std(dim=1).min() > 0  # a normalisation that changes something
+    plain = kuhn_trainer(cfg, network=NetworkConfig(hidden=8, layers=2))
+    plain.run_iteration()
+    assert not plain.advantage_nets[0].normalize_last
 
 
 def test_larger_first_iteration_adds_samples_not_weight():
@@ -137,3 +162,46 @@ def test_bootstrapped_targets_carry_the_previous_net_and_keep_one_iteration():
         trainer.run_iteration()
         for memory in trainer.advantage_memories:
             assert memory.size > 0 and set(memory.iterations[: memory.size]) == {t}
+
+
+def test_moving_magnet_pulls_the_fits_towards_the_average_strategy():
+    """optim.magnet: each fitted regret gets magnet * pi(a | I) on legal actions, pi the
+    policy net's average strategy so far (sigma_1 before it is trained), before the
+    bootstrapped recursion; a strong magnet makes sigma_2 play its reference."""
+    from lostcities.cfr.trainer import _bootstrapped_targets, _with_magnet
+
+    reference = torch.tensor([[0.25, 0.75, 0.0]])
+    previous = torch.nn.Linear(2, 3)
+    with torch.no_grad():
+        previous.weight.zero_()
+        previous.bias.copy_(torch.tensor([3.0, -6.0, 9.0]))
+    masks = torch.tensor([[True, True, False]])
+    regrets = torch.tensor([[0.3, 0.6, 0.0]])
+    pulled = _with_magnet(lambda f, m: reference, 2.0, None)(torch.zeros(1, 2), masks, regrets)
+    torch.testing.assert_close(pulled, torch.tensor([[0.8, 2.1, 0.0]]))
+    then = _bootstrapped_targets(previous, t=2)  # W_1 = 1, W_2 = 3
+    both = _with_magnet(lambda f, m: reference, 2.0, then)(torch.zeros(1, 2), masks, regrets)
+    torch.testing.assert_close(both, then(torch.zeros(1, 2), masks, pulled))
+
+    cfg = TraversalConfig(scheme="external", traversals_per_player=30)
+    optim = OptimConfig(advantage_steps=300, advantage_batch_size=32, advantage_lr=0.01,
+                        strategy_steps=5, policy_training="continual", magnet=50.0)  # fmt: skip
+    network = NetworkConfig(hidden=16, layers=2)
+    trainer = kuhn_trainer(cfg, optim, network)
+    trainer.run_iteration()  # sigma_1 is uniform: sigma_2 = RM(R_1 + 50 * uniform) ~ uniform
+    rows, _ = memory_rows(trainer.advantage_memories[0])
+    rows = np.unique(rows, axis=0)  # player 0's information states (both actions legal)
+    players, legal = np.zeros(len(rows), dtype=np.int8), np.ones((len(rows), 2), dtype=bool)
+    sigma_2 = trainer.regret_matching_probs(players, rows, legal)
+    np.testing.assert_allclose(sigma_2, 0.5, atol=0.03)
+    unpulled = OptimConfig(advantage_steps=300, advantage_batch_size=32, advantage_lr=0.01)
+    plain = kuhn_trainer(cfg, unpulled, network)
+    plain.run_iteration()
+    assert np.abs(plain.regret_matching_probs(players, rows, legal) - 0.5).max() > 0.2
+    # from iteration 2 on the magnet is the trained policy net's average strategy
+    features, masks = torch.from_numpy(rows), torch.from_numpy(legal)
+    with torch.no_grad():
+        logits = trainer.policy_net(features)
+    torch.testing.assert_close(trainer._magnet(0)(features, masks), torch.softmax(logits, 1))
+    fresh = kuhn_trainer(cfg, optim)
+    torch.testing.assert_close(fresh._magnet(0)(features, masks), torch.full(masks.shape, 0.5))
