@@ -28,10 +28,11 @@ import ray
 import torch
 from bench_workers import ITERATION, compose_config, spec_of, traverser_at_iteration_2
 
+from lostcities.cfr.executors import run_all
+from lostcities.cfr.executors.processes import ProcessExecutor
+from lostcities.cfr.executors.ray_actors import RayExecutor, connect
 from lostcities.cfr.policy import AdvantagePolicy
-from lostcities.cfr.ray_workers import RayExecutor, connect
 from lostcities.cfr.traversal import TraversalId
-from lostcities.cfr.workers import ProcessExecutor, run_all
 
 EXECUTORS = {"processes": ProcessExecutor, "ray": RayExecutor}
 # sigma versions no worker holds yet: an executor pushes weights when the version changes

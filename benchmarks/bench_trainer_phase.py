@@ -34,6 +34,7 @@ from omegaconf import OmegaConf
 from lostcities.cfr import trainer as trainer_module
 from lostcities.cfr.fitting import fit
 from lostcities.cfr.trainer import DeepCFRTrainer
+from lostcities.cfr.traversal import TraversalSpec
 from lostcities.config import AmpConfig, CompileConfig, MemoryConfig, TrainConfig, register_configs
 from lostcities.games import make_game
 from lostcities.games.lost_cities import LostCitiesGame
@@ -96,11 +97,9 @@ class Arm:
             warnings.simplefilter("always")
             self.trainer = DeepCFRTrainer(
                 make_game(cfg.game),
-                cfg.network,
-                cfg.traversal,
+                TraversalSpec(cfg.game, cfg.network, cfg.traversal, seed=0),
                 MemoryConfig(len(rows[0]), len(rows[0])),
                 cfg.optim,
-                seed=0,
                 device=args.device,
                 amp=AmpConfig(name=amp, dtype=amp),
                 compile=compile_cfg,

@@ -33,10 +33,9 @@ import torch
 from hydra import compose, initialize_config_module
 from omegaconf import OmegaConf
 
-from lostcities.cfr.networks import build_network
+from lostcities.cfr.networks import build_network, value_network
 from lostcities.cfr.policy import AdvantagePolicy
 from lostcities.cfr.traversal import make_traverser
-from lostcities.cfr.workers import value_network
 from lostcities.config import TrainConfig, register_configs
 from lostcities.games import make_game
 from lostcities.games._state import op_costs

@@ -28,18 +28,15 @@ import torch
 from hydra import compose, initialize_config_module
 from omegaconf import OmegaConf
 
-from lostcities.cfr.networks import build_network
+from lostcities.cfr.executors import run_all
+from lostcities.cfr.executors.processes import ProcessExecutor
+from lostcities.cfr.executors.worker import build_worker_traverser
+from lostcities.cfr.networks import build_network, value_network
 from lostcities.cfr.policy import AdvantagePolicy
-from lostcities.cfr.traversal import TraversalId, run_traversals
-from lostcities.cfr.workers import (
-    ProcessExecutor,
-    WorkerSpec,
-    build_worker_traverser,
-    run_all,
-    value_network,
-)
+from lostcities.cfr.traversal import TraversalId, TraversalSpec, run_traversals
 from lostcities.config import TrainConfig, register_configs
 from lostcities.games._state import op_costs
+from lostcities.train import traversal_spec
 
 ITERATION = 2  # sigma from advantage networks (iteration 1 plays the heuristic alone)
 
@@ -50,7 +47,7 @@ def compose_config(overrides: list[str]) -> TrainConfig:
         return OmegaConf.to_object(compose("train", overrides=["game=lost_cities", *overrides]))
 
 
-def traverser_at_iteration_2(spec: WorkerSpec, cfg: TrainConfig):
+def traverser_at_iteration_2(spec: TraversalSpec, cfg: TrainConfig):
     """(traverser, sigma) of a worker built from ``spec``, sigma holding the networks of
     iteration 2 (:func:`with_networks`)."""
     traverser, sigma, *_ = build_worker_traverser(spec)
@@ -96,10 +93,8 @@ def run_arm(arm: str, cfg: TrainConfig, ids, pools) -> tuple[float, int]:
     return seconds, sum(r.stats["nodes"] for r in results)
 
 
-def spec_of(cfg: TrainConfig) -> WorkerSpec:
-    return WorkerSpec(
-        cfg.game, cfg.network, cfg.traversal, cfg.determinism, cfg.run.seed, cfg.value
-    )
+def spec_of(cfg: TrainConfig) -> TraversalSpec:
+    return traversal_spec(cfg)
 
 
 def shares(cfg: TrainConfig, ids) -> None:

@@ -45,7 +45,7 @@ SCHEMES = ("external", "rollout")  # lostcities/cfr/_traverse.pyx
 ACTION_VALUES = ("playout", "learned")  # lostcities/cfr/_traverse.pyx
 UPDATES = ("alternating", "simultaneous")  # lostcities/cfr/trainer.py
 INITIAL_STRATEGIES = ("uniform", "lost_cities_heuristic")  # lostcities/cfr/initial.py
-EXECUTORS = ("inline", "processes", "ray")  # lostcities/cfr/workers.py, ray_workers.py
+EXECUTORS = ("inline", "processes", "ray")  # lostcities/cfr/executors/factory.py
 LR_SCHEDULES = ("constant", "cosine")
 POLICY_TRAINING = ("scratch", "continual")
 ADVANTAGE_TARGETS = ("cumulative", "bootstrapped")  # lostcities/cfr/trainer.py
@@ -159,29 +159,10 @@ class TraversalConfig:
     cache_strategies: bool = checked(False, boolean())
     """Memoize sigma per information state within an iteration (exact; pays off on
     small games whose infosets repeat, useless on Lost Cities)."""
-    executor: str = checked("inline", one_of(EXECUTORS))
-    """Where traversals run: ``inline`` (in the trainer's process), ``processes`` (a pool
-    of ``num_workers`` spawned worker processes that lives for the whole run) or ``ray``
-    (``num_workers`` actors on the Ray cluster at ``ray_address``; needs the ``ray`` extra).
-    A performance setting only: results do not depend on it (see
-    lostcities/cfr/workers.py)."""
-    num_workers: int = checked(0, integer(0))
-    """Worker processes of the ``processes`` executor (0: the cores this process may use),
-    or actors of ``ray`` (0: one per CPU of the cluster)."""
-    ray_address: str | None = checked(None, ray_address())
-    """The Ray cluster of ``executor=ray``: null starts a local Ray for the run (stopped at
-    its end), ``auto`` joins the cluster this machine belongs to (``ray start``),
-    ``HOST:PORT`` a head node's GCS address, ``ray://HOST:PORT`` a Ray client server."""
-    chunk_size: int = checked(0, integer(0))
-    """Traversal IDs per task sent to a worker (0: automatic, about four tasks per worker
-    per iteration and player so that uneven traversal lengths still balance)."""
     inference_batch: int = checked(0, integer(0))
     """Most rows one network forward takes inside a traversal (0: no cap, the whole
     lockstep step of one traversal's playouts). With ``determinism=strict`` it cannot change
     a result; with ``off`` it may, through BLAS rounding (measured in bench_inference.py)."""
-    worker_retries: int = checked(1, integer(0))
-    """How often a chunk whose worker died or raised is rerun in a fresh worker before the
-    run stops (the rerun gives identical results: every stream is keyed by traversal ID)."""
     debug_checks: bool = checked(False, boolean())
     """Check in the kernel that every sampled action is legal before applying it (the
     build turns off bounds checks, so a bad action would otherwise corrupt memory)."""
@@ -201,6 +182,31 @@ class TraversalConfig:
     value_record: float = checked(0.1, number_in("[0, 1]", lambda p: 0 <= p <= 1))
     """``learned``: each value playout's first state is a sample (from both seats' sides);
     each later state is one with this probability."""
+
+
+@dataclass
+class ExecutorConfig:
+    """Where traversals run (the config group ``executor``). A performance setting only:
+    results do not depend on it, since every random number of a traversal is keyed by its
+    ID (lostcities/cfr/executors/)."""
+
+    name: str = checked("inline", one_of(EXECUTORS))
+    """``inline`` (in the trainer's process), ``processes`` (a pool of ``num_workers``
+    spawned worker processes that lives for the whole run) or ``ray`` (``num_workers``
+    actors on the Ray cluster at ``ray_address``; needs the ``ray`` extra)."""
+    num_workers: int = checked(0, integer(0))
+    """Worker processes of ``processes`` (0: the cores this process may use), or actors
+    of ``ray`` (0: one per CPU of the cluster)."""
+    ray_address: str | None = checked(None, ray_address())
+    """The Ray cluster of ``ray``: null starts a local Ray for the run (stopped at its end),
+    ``auto`` joins the cluster this machine belongs to (``ray start``), ``HOST:PORT`` a head
+    node's GCS address, ``ray://HOST:PORT`` a Ray client server."""
+    chunk_size: int = checked(0, integer(0))
+    """Traversal IDs per task sent to a worker (0: automatic, about four tasks per worker
+    per iteration and player so that uneven traversal lengths still balance)."""
+    retries: int = checked(1, integer(0))
+    """How often a chunk whose worker died or raised is rerun in a fresh worker before the
+    run stops (the rerun gives identical results: every stream is keyed by traversal ID)."""
 
 
 @dataclass
@@ -487,6 +493,7 @@ class TrainConfig:
     game: GameConfig = field(default_factory=GameConfig)
     network: NetworkConfig = field(default_factory=NetworkConfig)
     traversal: TraversalConfig = field(default_factory=TraversalConfig)
+    executor: ExecutorConfig = field(default_factory=ExecutorConfig)
     value: ValueConfig = field(default_factory=ValueConfig)
     memory: MemoryConfig = field(default_factory=MemoryConfig)
     optim: OptimConfig = field(default_factory=OptimConfig)

@@ -138,9 +138,9 @@ CROSS_RULES: tuple[CrossRule, ...] = (
     ),
     # an address another executor would never use
     CrossRule(
-        "traversal.ray_address",
-        lambda c: c.traversal.ray_address is None or c.traversal.executor == "ray",
-        lambda c: f"null with traversal.executor={c.traversal.executor} (only ray connects to it)",
+        "executor.ray_address",
+        lambda c: c.executor.ray_address is None or c.executor.name == "ray",
+        lambda c: f"null with executor={c.executor.name} (only ray connects to it)",
     ),
 )
 """Combinations the code relies on, checked after every field passed its own rule."""

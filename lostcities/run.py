@@ -36,8 +36,8 @@ from pathlib import Path
 import torch
 from omegaconf import OmegaConf
 
+from lostcities.cfr.executors import Executor, WorkerError
 from lostcities.cfr.trainer import DeepCFRTrainer
-from lostcities.cfr.workers import Executor, WorkerError
 from lostcities.checkpoint import (
     CheckpointError,
     CheckpointWriteError,
@@ -78,7 +78,7 @@ class Interrupted(KeyboardInterrupt):
 # --- what the run records about itself --------------------------------------------------
 
 
-def run_tags(cfg: TrainConfig, executor: Executor | None) -> dict[str, str]:
+def run_tags(cfg: TrainConfig, executor: Executor) -> dict[str, str]:
     """The MLflow tags of a run: the group choices, where and how it runs, provenance, and
     its place in a sweep."""
     from hydra.core.hydra_config import HydraConfig
@@ -90,11 +90,11 @@ def run_tags(cfg: TrainConfig, executor: Executor | None) -> dict[str, str]:
         "determinism": cfg.determinism.name,
         "determinism/torch_deterministic": str(cfg.determinism.torch_deterministic),
         "determinism/batch_invariant_inference": str(cfg.determinism.batch_invariant_inference),
-        "traversal/executor": cfg.traversal.executor,
-        "traversal/num_workers": str(getattr(executor, "num_workers", 0)),
+        "executor": cfg.executor.name,
+        "executor/num_workers": str(executor.num_workers),
         **(
-            {"traversal/ray_address": getattr(executor, "address", "")}
-            if cfg.traversal.executor == "ray"
+            {"executor/ray_address": getattr(executor, "address", "")}
+            if cfg.executor.name == "ray"
             else {}
         ),
         "amp": cfg.amp.name,
@@ -140,7 +140,7 @@ class TrainingRun:
         game: GameSpec,
         make_trainer: Callable[[], DeepCFRTrainer],
         evaluator,
-        executor: Executor | None,
+        executor: Executor,
         run_dir: Path,
         resolved: dict,
         overrides: list[str],
@@ -304,15 +304,15 @@ class TrainingRun:
         prune_checkpoints(self.run_dir / cfg.checkpoint.dir, cfg.checkpoint.keep)
 
 
-def run_header(cfg: TrainConfig, trainer: DeepCFRTrainer, executor, run_dir: Path) -> str:
+def run_header(cfg: TrainConfig, trainer: DeepCFRTrainer, executor: Executor, run_dir: Path) -> str:
     """``lost_cities | network compact (256x2) | seed 0 | iterations 0/5 | torch threads 1
     | traversal inline | device cpu | outputs/...``: the settings a slow run is judged by."""
     net = cfg.network
-    traversal = executor.description if executor is not None else "inline"
     return (
         f"{cfg.game.name} | network {net.name} ({net.hidden}x{net.layers}) | seed "
         f"{cfg.run.seed} | iterations {trainer.iteration}/{cfg.run.iterations} | torch threads "
-        f"{torch.get_num_threads()} | traversal {traversal} | device {cfg.run.device} | {run_dir}"
+        f"{torch.get_num_threads()} | traversal {executor.description} | device "
+        f"{cfg.run.device} | {run_dir}"
     )
 
 

@@ -20,8 +20,9 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
+from lostcities.cfr.executors import Executor, make_executor
 from lostcities.cfr.trainer import DeepCFRTrainer
-from lostcities.cfr.workers import Executor, WorkerSpec, make_executor
+from lostcities.cfr.traversal import TraversalSpec
 from lostcities.config import TrainConfig, register_configs
 from lostcities.config_checks import typed_config
 from lostcities.experiments.launch import run_sweep_job
@@ -32,12 +33,16 @@ from lostcities.run import TrainingRun, run_from_command_line
 register_configs()
 
 
-def build_executor(cfg: TrainConfig) -> Executor | None:
-    """The traversal worker pool ``traversal.executor`` asks for (None: inline)."""
-    spec = WorkerSpec(
-        cfg.game, cfg.network, cfg.traversal, cfg.determinism, cfg.run.seed, cfg.value
+def traversal_spec(cfg: TrainConfig) -> TraversalSpec:
+    """What the trainer and every executor take of the run's config, whole."""
+    return TraversalSpec(
+        cfg.game, cfg.network, cfg.traversal, cfg.run.seed, cfg.determinism, cfg.value
     )
-    return make_executor(spec)
+
+
+def build_executor(cfg: TrainConfig) -> Executor:
+    """Where the traversals run: the ``executor`` group's choice."""
+    return make_executor(traversal_spec(cfg), cfg.executor)
 
 
 def build_trainer(
@@ -45,19 +50,13 @@ def build_trainer(
 ) -> DeepCFRTrainer:
     return DeepCFRTrainer(
         game,
-        cfg.network,
-        cfg.traversal,
+        traversal_spec(cfg),
         cfg.memory,
         cfg.optim,
-        seed=cfg.run.seed,
         device=cfg.run.device,
-        utility_scale=cfg.game.utility_scale,
-        win_loss=cfg.game.utility == "win_loss",
-        batch_invariant=cfg.determinism.batch_invariant_inference,
         executor=executor,
         amp=cfg.amp,
         compile=cfg.compile,
-        value=cfg.value,
         fit_threads=cfg.run.fit_threads,
     )
 
@@ -102,8 +101,7 @@ def train(
         )
         return run.run()
     finally:  # normal end, error or Ctrl-C: no worker outlives the run
-        if executor is not None:
-            executor.close()
+        executor.close()
 
 
 @hydra.main(version_base="1.3", config_path="pkg://lostcities.conf", config_name="train")

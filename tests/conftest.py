@@ -137,7 +137,7 @@ def mlflow_server(mlflow_template: Path, tmp_path: Path):
 
 LOST_CITIES_TINY = [
     "run.iterations=2",
-    "traversal.executor=inline",  # spawning workers costs seconds; results do not depend on it
+    "executor=inline",  # spawning workers costs seconds; results do not depend on it
     "traversal.first_traversals_per_player=8",
     "traversal.traversals_per_player=4",
     "traversal.value_traversals_per_player=4",

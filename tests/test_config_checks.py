@@ -91,7 +91,7 @@ NEEDS = {"compile": ["+compile=trainer"], "experiment": ["+experiment=compile_ab
 """Overrides that make an optional section present."""
 
 CROSS_CASES: dict[str, list[str]] = {
-    "traversal.ray_address": ["traversal.executor=processes", "traversal.ray_address=auto"],
+    "executor.ray_address": ["executor=processes", "executor.ray_address=auto"],
     "network.kind": ["game=kuhn", "network=color_shared"],
     "network.attention_heads": ["network=color_shared", "network.attention_heads=3"],
     "network.normalize_last": ["network=color_shared", "network.normalize_last=true"],

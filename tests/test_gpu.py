@@ -74,8 +74,7 @@ def drive(overrides: list[str], iterations: int):
             rows.append(row)
         return trainer, rows
     finally:
-        if executor is not None:
-            executor.close()
+        executor.close()
 
 
 def forward_dtypes(monkeypatch) -> list[torch.dtype]:
@@ -178,10 +177,10 @@ def test_strict_determinism_repeats_bit_for_bit_on_one_gpu_with_or_without_cpu_w
     and networks, and so does the same run with its traversals in two CPU worker
     processes (they receive clean CPU weights and run the same row-wise kernel)."""
     strict = [*LEDUC_RUN, "determinism=strict"]
-    first = run_process([*strict, "traversal.executor=inline"], tmp_path / "first")
-    again = run_process([*strict, "traversal.executor=inline"], tmp_path / "again")
+    first = run_process([*strict, "executor=inline"], tmp_path / "first")
+    again = run_process([*strict, "executor=inline"], tmp_path / "again")
     workers = run_process(
-        [*strict, "traversal.executor=processes", "traversal.num_workers=2"],
+        [*strict, "executor=processes", "executor.num_workers=2"],
         tmp_path / "workers",
     )
     assert first[0][-1]["samples/advantage"] > 0
@@ -195,7 +194,7 @@ def test_strict_determinism_repeats_bit_for_bit_on_one_gpu_with_or_without_cpu_w
 @cuda
 def test_cuda_trainer_with_cpu_traversal_workers_and_default_settings():
     """The default (determinism=off) trainer on CUDA feeding two CPU worker processes."""
-    trainer, rows = drive([*KUHN, "traversal.executor=processes", "traversal.num_workers=2"], 2)
+    trainer, rows = drive([*KUHN, "executor=processes", "executor.num_workers=2"], 2)
     assert next(trainer.policy_net.parameters()).device.type == "cuda"
     assert all(row["samples/advantage"] > 0 for row in rows)
     assert_finite_losses(rows)

@@ -142,7 +142,7 @@ KUHN_TINY = [
 
 @pytest.mark.parametrize(
     "executor",
-    [[], ["traversal.executor=processes", "traversal.num_workers=1", "traversal.chunk_size=5"]],
+    [[], ["executor=processes", "executor.num_workers=1", "executor.chunk_size=5"]],
     ids=["inline", "processes"],
 )
 def test_trainer_reports_each_phase_up_to_its_total(executor):
@@ -155,8 +155,7 @@ def test_trainer_reports_each_phase_up_to_its_total(executor):
         trainer.progress = lambda phase, done, total: calls.append((phase, done, total))
         trainer.run_iteration()
     finally:
-        if pool is not None:
-            pool.close()
+        pool.close()
     phases = [(phase, list(group)) for phase, group in groupby(calls, key=lambda c: c[0])]
     expected = {"traversal p0": 24, "advantage p0": 120, "traversal p1": 24}
     expected |= {"advantage p1": 120, "policy": 7}

@@ -116,8 +116,8 @@ def test_resumed_run_continues_one_mlflow_run_with_provenance_tags(tmp_path, mlf
 def test_sigterm_ends_the_run_killed_and_resume_finishes_it(tmp_path, mlflow_uri):
     overrides = [
         *KUHN,
-        "traversal.executor=processes",
-        "traversal.num_workers=2",
+        "executor=processes",
+        "executor.num_workers=2",
         "run.iterations=1000",
         "eval.every=1000",
         "hydra.run.dir=run",

@@ -275,8 +275,8 @@ def test_resume_with_another_executor_and_worker_count_continues_the_same_run(tm
         [
             *common,
             f"run.resume={ckpt}",
-            "traversal.executor=processes",
-            "traversal.num_workers=2",
+            "executor=processes",
+            "executor.num_workers=2",
         ],
         tmp_path / "resumed",
     )
@@ -290,7 +290,7 @@ def test_command_line_workers_give_the_same_mlflow_metrics(tmp_path, mlflow_uri)
     env = {**os.environ, "MLFLOW_TRACKING_URI": mlflow_uri}
     overrides = [o for o in LEDUC_TINY if not o.startswith("tracking.")] + [
         "run.iterations=2",
-        "traversal.executor=processes",
+        "executor=processes",
         "tracking.experiment=workers",
     ]
     for workers in (1, 2):
@@ -300,7 +300,7 @@ def test_command_line_workers_give_the_same_mlflow_metrics(tmp_path, mlflow_uri)
                 "-m",
                 "lostcities.train",
                 *overrides,
-                f"traversal.num_workers={workers}",
+                f"executor.num_workers={workers}",
             ],
             cwd=tmp_path,
             env=env,
@@ -311,7 +311,7 @@ def test_command_line_workers_give_the_same_mlflow_metrics(tmp_path, mlflow_uri)
         assert done.returncode == 0, done.stderr
     client = MlflowClient(mlflow_uri)
     runs = client.search_runs([client.get_experiment_by_name("workers").experiment_id])
-    assert sorted(r.data.tags["traversal/num_workers"] for r in runs) == ["1", "2"]
+    assert sorted(r.data.tags["executor/num_workers"] for r in runs) == ["1", "2"]
     assert {r.data.tags["determinism"] for r in runs} == {"strict"}
 
     def metrics(mlrun):
@@ -329,8 +329,8 @@ def test_ctrl_c_stops_workers_and_keeps_the_last_checkpoint(tmp_path):
 
     overrides = [
         *LEDUC_TINY,
-        "traversal.executor=processes",
-        "traversal.num_workers=2",
+        "executor=processes",
+        "executor.num_workers=2",
         "traversal.traversals_per_player=400",
         "run.iterations=1000",
         "eval.every=1000",

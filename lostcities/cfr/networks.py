@@ -14,7 +14,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from lostcities.config import NETWORK_KINDS, NetworkConfig
+from lostcities.config import NETWORK_KINDS, NetworkConfig, ValueConfig
 from lostcities.games import lost_cities_spec as spec
 
 NORM_EPS = 1e-5
@@ -176,6 +176,12 @@ def build_network(
             torch.default_generator.manual_seed(seed)
             return ColorSharedNet(cfg.hidden, cfg.layers, cfg.attention_layers, cfg.attention_heads)
     raise ValueError(f"network.kind must be one of {NETWORK_KINDS}, got {cfg.kind!r}")
+
+
+def value_network(cfg: ValueConfig, encoding_size: int, seed: int) -> MLP:
+    """A fresh history-value MLP: both seats' encodings (2 * encoding_size) -> 1."""
+    network = NetworkConfig(name="value", hidden=cfg.hidden, layers=cfg.layers)
+    return build_network(network, 2 * encoding_size, 1, seed=seed)
 
 
 def _build_mlp(cfg: NetworkConfig, input_dim: int, num_actions: int, seed: int) -> MLP:

@@ -2,9 +2,9 @@
 
 Per iteration t (1-based) and player p:
 1. build the canonical traversal IDs (t, p, k), k < traversals_at(t),
-   and let the executor run them (inline or in worker processes, see
-   workers.py: only the partition of the list may depend on the number of
-   workers);
+   and let the executor run them (inline, in worker processes or on Ray, see
+   lostcities/cfr/executors/: only the partition of the list may depend on the number
+   of workers);
 2. insert their samples into the reservoir memories in ID order (advantage
    memory of p, shared strategy memory), slice by slice as the executor
    yields them;
@@ -43,6 +43,7 @@ from dataclasses import asdict
 import numpy as np
 import torch
 
+from lostcities.cfr.executors import Executor, InlineExecutor, ordered_results
 from lostcities.cfr.fitting import Fit, action_relabel, fit, held_out_r2
 from lostcities.cfr.memory import ReservoirMemory
 from lostcities.cfr.networks import build_network
@@ -53,17 +54,13 @@ from lostcities.cfr.policy import (
     regret_matching,
     regret_weight,
 )
-from lostcities.cfr.traversal import TraversalId, make_traverser
+from lostcities.cfr.traversal import TraversalId, TraversalSpec
 from lostcities.cfr.values import ValueLearner
-from lostcities.cfr.workers import Executor, InlineExecutor, ordered_results
 from lostcities.config import (
     AmpConfig,
     CompileConfig,
     MemoryConfig,
-    NetworkConfig,
     OptimConfig,
-    TraversalConfig,
-    ValueConfig,
 )
 from lostcities.games import GameSpec
 from lostcities.perf.step import TrainingStep
@@ -78,37 +75,33 @@ class DeepCFRTrainer:
     def __init__(
         self,
         game: GameSpec,
-        network: NetworkConfig,
-        traversal: TraversalConfig,
+        spec: TraversalSpec,
         memory: MemoryConfig,
         optim: OptimConfig,
-        seed: int,
         device: str = "cpu",
-        utility_scale: float = 1.0,
-        win_loss: bool = False,
-        batch_invariant: bool = False,
         executor: Executor | None = None,
         amp: AmpConfig | None = None,
         compile: CompileConfig | None = None,
-        value: ValueConfig | None = None,
         fit_threads: int = 0,
     ) -> None:
-        """``batch_invariant``: every traversal and evaluation forward gives each row a result
-        independent of its batch (determinism=strict). ``executor``: runs the traversals
-        (see workers.py); None runs them inline on this trainer's sigma. ``amp``: mixed
+        """``spec``: the network, the traversal and its seed, the learned history value's
+        settings (used with ``traversal.action_values=learned``) and whether every forward
+        is batch-invariant (determinism=strict). ``executor``: runs the traversals
+        (lostcities/cfr/executors/; None: inline, on this trainer's sigma). ``amp``: mixed
         precision of ``_fit`` (None: off). ``compile``: torch.compile of the fitted networks
         and/or the policy's evaluation forward (None: the group is absent, nothing compiled);
-        with ``batch_invariant`` the row-wise evaluation kernel takes precedence over
-        ``compile.inference``. ``value``: the learned history value's settings (used with
-        ``traversal.action_values=learned``). ``fit_threads``: torch threads while fitting
-        (0: unchanged). The config values are validated by
-        lostcities/config_checks.py."""
+        with a batch-invariant spec the row-wise evaluation kernel takes precedence over
+        ``compile.inference``. ``fit_threads``: torch threads while fitting (0: unchanged).
+        The config values are validated by lostcities/config_checks.py."""
+        network, traversal, seed = spec.network, spec.traversal, spec.seed
+        batch_invariant = spec.batch_invariant
+        self.spec = spec
         self.game = game
         self.network_cfg = network
         self.traversal_cfg = traversal
         self.optim = optim
         self.seed = seed
-        self.utility_scale = utility_scale  # payoff units per game point (agents undo it)
+        self.utility_scale = spec.utility_scale  # payoff units per game point (agents undo it)
         self.device = torch.device(device)
         self.iteration = 0  # completed iterations
         # fit/* metrics of the running iteration's advantage fits: steps, passes, R^2
@@ -122,6 +115,7 @@ class DeepCFRTrainer:
             optim.grad_clip,
             batch_invariant,
             fit_threads,
+            gate_batch=optim.advantage_batch_size,
         )
 
         def new_memory(capacity: int) -> ReservoirMemory:
@@ -155,16 +149,14 @@ class DeepCFRTrainer:
         self.values: ValueLearner | None = None
         if traversal.action_values == "learned":
             self.values = ValueLearner(
-                value or ValueConfig(),
+                spec.value,
                 traversal.value_traversals_per_player,
                 game,
                 seed,
                 self.device,
                 self.symmetries,
             )
-        self.executor = executor or InlineExecutor(
-            make_traverser(game.prototype, self.sigma, traversal, seed, utility_scale, win_loss)
-        )
+        self.executor = executor or InlineExecutor(spec)
         # progress(phase, done, total), for a display (lostcities/progress.py): phases
         # "traversal p0|p1", "advantage p0|p1" and "policy", each from done=0 to done=total
         # in coarse steps (~1%, never per sample). None: not called.

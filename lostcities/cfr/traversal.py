@@ -24,14 +24,20 @@ samples.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import numpy as np
 
 from lostcities.cfr._traverse import SCHEMES, Traverser
 from lostcities.cfr.initial import make_initial_strategy
-from lostcities.config import TraversalConfig
+from lostcities.config import (
+    DeterminismConfig,
+    GameConfig,
+    NetworkConfig,
+    TraversalConfig,
+    ValueConfig,
+)
 from lostcities.games._state import GameState
 
 CHANCE, TERMINAL = -1, -2
@@ -44,9 +50,11 @@ __all__ = [
     "Samples",
     "TraversalId",
     "TraversalResult",
+    "TraversalSpec",
     "ValueSamples",
     "make_traverser",
     "run_traversals",
+    "traverser_of",
 ]
 
 
@@ -91,6 +99,35 @@ class TraversalResult:
     values: ValueSamples | None = None  # a value traversal's samples (None otherwise)
 
 
+@dataclass(frozen=True)
+class TraversalSpec:
+    """What traversal needs, in one piece: the trainer and every executor take it whole,
+    and a worker process or Ray actor rebuilds its traverser from it (configs and plain
+    values only, so it pickles)."""
+
+    game: GameConfig
+    network: NetworkConfig
+    traversal: TraversalConfig
+    seed: int
+    determinism: DeterminismConfig = field(default_factory=DeterminismConfig)
+    value: ValueConfig = field(default_factory=ValueConfig)
+
+    @property
+    def utility_scale(self) -> float:
+        """Payoff units per game point."""
+        return self.game.utility_scale
+
+    @property
+    def win_loss(self) -> bool:
+        """Payoffs are +1 / 0 / -1 (win, draw, loss), not the score difference."""
+        return self.game.utility == "win_loss"
+
+    @property
+    def batch_invariant(self) -> bool:
+        """Every forward gives each row a result independent of its batch."""
+        return self.determinism.batch_invariant_inference
+
+
 def make_traverser(
     prototype: GameState,
     policy,
@@ -129,6 +166,14 @@ def make_traverser(
         value_fn=policy.values if cfg.action_values == "learned" else None,
         action_values=cfg.action_values,
         value_record=cfg.value_record,
+    )
+
+
+def traverser_of(spec: TraversalSpec, prototype: GameState, policy) -> Traverser:
+    """The Cython traverser that ``spec`` describes, over ``prototype`` (the game kernel's
+    initial state) with ``policy`` as sigma."""
+    return make_traverser(
+        prototype, policy, spec.traversal, spec.seed, spec.utility_scale, spec.win_loss
     )
 
 

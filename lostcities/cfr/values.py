@@ -28,11 +28,12 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
+from lostcities.cfr.executors import Executor, ordered_results
 from lostcities.cfr.fitting import Fit, fit, history_relabel
 from lostcities.cfr.memory import ReservoirMemory
+from lostcities.cfr.networks import value_network
 from lostcities.cfr.policy import AdvantagePolicy
 from lostcities.cfr.traversal import VALUE, TraversalId
-from lostcities.cfr.workers import Executor, ordered_results, value_network
 from lostcities.config import ValueConfig
 from lostcities.games import GameSpec
 from lostcities.perf.step import TrainingStep

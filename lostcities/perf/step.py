@@ -37,12 +37,21 @@ from lostcities.perf.compile import (
 __all__ = ["TrainingStep"]
 
 
+def at_batch(features: torch.Tensor, batch: int) -> torch.Tensor:
+    """``features`` (b, d) with its rows repeated in order to (batch, d) when b < batch."""
+    rows = features.shape[0]
+    if rows >= batch:
+        return features
+    return features.repeat(-(-batch // rows), 1)[:batch]
+
+
 class TrainingStep:
     """The trainer's networks under ``amp`` and ``compile`` (None: the group is absent).
 
     ``grad_clip``: max global gradient norm (0: none). ``batch_invariant``: the
     row-wise evaluation kernel is in use (determinism=strict), which takes precedence
-    over ``compile.inference``."""
+    over ``compile.inference``. ``gate_batch``: the training batch size at which the size
+    gate times a forward (0: the first step's batch)."""
 
     def __init__(
         self,
@@ -53,8 +62,10 @@ class TrainingStep:
         grad_clip: float,
         batch_invariant: bool = False,
         threads: int = 0,
+        gate_batch: int = 0,
     ) -> None:
         """``threads``: torch intra-op threads during a fit (0: leave them as they are)."""
+        self.gate_batch = gate_batch
         self.amp = MixedPrecision(amp, device)
         self.threads = threads
         self.compile = compile
@@ -93,10 +104,12 @@ class TrainingStep:
 
     def _measure_gate(self, net: torch.nn.Module, features: torch.Tensor) -> None:
         """The size gate's measured arm, once per network on CUDA: its eager forward at
-        the training batch ``features`` (b, d)."""
+        the training batch. ``features`` (b, d) is the first step's minibatch, smaller than
+        the training batch while the memory is filling: its rows are repeated up to
+        ``gate_batch`` so that the gate does not time a smaller forward than training runs."""
         if self.device.type != "cuda" or id(net) in self.gpu_forward_us:
             return
-        us = measure_forward_us(net, features)
+        us = measure_forward_us(net, at_batch(features, self.gate_batch))
         self.gpu_forward_us[id(net)] = us
         if len(self.gpu_forward_us) == 1 and below_threshold(self.network, us):
             self._warn_below_threshold(us)

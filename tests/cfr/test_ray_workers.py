@@ -1,4 +1,4 @@
-"""Traversal on Ray: ``traversal.executor=ray`` is a performance setting like the process
+"""Traversal on Ray: ``executor=ray`` is a performance setting like the process
 pool. Under determinism=strict a run on Ray actors learns exactly what an inline or
 process-pool run learns; a killed actor's chunk is named, rerun and merged in ID order;
 the run stops and cleans up as a process-pool run does. The tests start their own Ray
@@ -29,13 +29,13 @@ from test_workers import (
     run_with_a_kill,
 )
 
+from lostcities.cfr.executors import WorkerError, run_all
 from lostcities.cfr.policy import AdvantagePolicy
-from lostcities.cfr.traversal import TraversalId
-from lostcities.cfr.workers import WorkerError, WorkerSpec, run_all
+from lostcities.cfr.traversal import TraversalId, TraversalSpec
 
 ray = pytest.importorskip("ray", reason="the ray extra is not installed")
 
-from lostcities.cfr.ray_workers import RayExecutor, connect  # noqa: E402  (needs ray)
+from lostcities.cfr.executors.ray_actors import RayExecutor, connect  # noqa: E402  (needs ray)
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -66,12 +66,10 @@ def cluster() -> str:
 def test_strict_run_on_ray_actors_is_the_inline_and_process_run(cluster, game, iterations):
     strict = [*game, "determinism=strict"]
     inline = run_trainer(strict, iterations)
-    processes = run_trainer(
-        [*strict, "traversal.executor=processes", "traversal.num_workers=2"], iterations
-    )
+    processes = run_trainer([*strict, "executor=processes", "executor.num_workers=2"], iterations)
     on_ray = run_trainer(
-        [*strict, "traversal.executor=ray", f"traversal.ray_address={cluster}",
-         "traversal.num_workers=2", "traversal.chunk_size=3"],
+        [*strict, "executor=ray", f"executor.ray_address={cluster}",
+         "executor.num_workers=2", "executor.chunk_size=3"],
         iterations,
     )  # fmt: skip
     assert_same_run(inline, processes)
@@ -80,7 +78,7 @@ def test_strict_run_on_ray_actors_is_the_inline_and_process_run(cluster, game, i
 
 def _leduc_actors(cluster: str, retries: int) -> tuple[RayExecutor, AdvantagePolicy, list]:
     cfg = config([*LEDUC, "determinism=strict"])
-    spec = WorkerSpec(cfg.game, cfg.network, cfg.traversal, cfg.determinism, 0)
+    spec = TraversalSpec(cfg.game, cfg.network, cfg.traversal, 0, cfg.determinism)
     executor = RayExecutor(spec, num_workers=2, chunk_size=100, retries=retries, address=cluster)
     return executor, AdvantagePolicy(), [TraversalId(1, 0, k) for k in range(400)]
 
@@ -110,7 +108,7 @@ def test_a_killed_actor_without_retries_stops_with_one_line(cluster):
 
 def test_an_error_in_an_actor_names_the_ids_and_the_cause(cluster):
     cfg = config(LEDUC)
-    spec = WorkerSpec(cfg.game, cfg.network, cfg.traversal, cfg.determinism, 0)
+    spec = TraversalSpec(cfg.game, cfg.network, cfg.traversal, 0, cfg.determinism)
     with RayExecutor(spec, num_workers=1, retries=0, address=cluster) as executor:
         with pytest.raises(WorkerError) as error:
             run_all(executor, [TraversalId(5, 0, k) for k in range(3)], _nan_policy())
@@ -139,7 +137,7 @@ def test_connecting_keeps_the_python_signal_handlers(cluster):
 def test_without_ray_the_executor_says_which_extra_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "ray", None)  # import ray fails as if not installed
     cfg = config(LEDUC)
-    spec = WorkerSpec(cfg.game, cfg.network, cfg.traversal, cfg.determinism, 0)
+    spec = TraversalSpec(cfg.game, cfg.network, cfg.traversal, 0, cfg.determinism)
     with pytest.raises(WorkerError, match=r"pip install -e '\.\[ray\]'"):
         RayExecutor(spec)
 
@@ -148,7 +146,7 @@ def test_without_ray_the_executor_says_which_extra_to_install(monkeypatch):
 
 CLI = [
     "game=leduc", "network=small", "run.iterations=3", "determinism=strict",
-    "traversal.num_workers=2", "traversal.traversals_per_player=24",
+    "executor.num_workers=2", "traversal.traversals_per_player=24",
     "optim.advantage_steps=10", "optim.strategy_steps=10",
     "optim.advantage_batch_size=64", "optim.strategy_batch_size=64", "checkpoint.every=0",
 ]  # fmt: skip
@@ -176,9 +174,9 @@ def _learning_metrics(run_dir: Path) -> list[dict]:
 def test_the_command_line_on_a_local_ray_logs_the_process_pool_metrics(tmp_path):
     from mlflow.tracking import MlflowClient
 
-    on_ray = _train(tmp_path, "ray", ["traversal.executor=ray"])
+    on_ray = _train(tmp_path, "ray", ["executor=ray"])
     assert on_ray.wait(timeout=600) == 0, on_ray.stderr.read()
-    pool = _train(tmp_path, "processes", ["traversal.executor=processes"])
+    pool = _train(tmp_path, "processes", ["executor=processes"])
     assert pool.wait(timeout=600) == 0, pool.stderr.read()
     assert _learning_metrics(tmp_path / "ray") == _learning_metrics(tmp_path / "processes")
     client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
@@ -186,14 +184,14 @@ def test_the_command_line_on_a_local_ray_logs_the_process_pool_metrics(tmp_path)
         [client.get_experiment_by_name("lostcities").experiment_id],
         order_by=["attributes.start_time ASC"],
     )
-    assert [r.data.tags["traversal/executor"] for r in runs] == ["ray", "processes"]
+    assert [r.data.tags["executor"] for r in runs] == ["ray", "processes"]
     assert runs[0].data.tags["traversal/ray_address"] == "local"
     metrics = [{k: v for k, v in r.data.metrics.items() if not k.startswith(TIMING)} for r in runs]
     assert metrics[0] == metrics[1] and "eval/exploitability" in metrics[0]
 
 
 def test_sigterm_stops_a_run_on_ray_cleanly_and_leaves_no_actor(tmp_path):
-    run = _train(tmp_path, "ray", ["traversal.executor=ray", "run.iterations=100000"])
+    run = _train(tmp_path, "ray", ["executor=ray", "run.iterations=100000"])
     metrics = tmp_path / "ray" / "metrics.jsonl"
     deadline = time.monotonic() + 300
     while not (metrics.is_file() and metrics.read_text()) and run.poll() is None:

@@ -9,7 +9,7 @@ import torch
 from lostcities.cfr.fitting import action_relabel
 from lostcities.cfr.policy import AdvantagePolicy
 from lostcities.cfr.trainer import DeepCFRTrainer
-from lostcities.cfr.traversal import TraversalId, make_traverser, run_traversals
+from lostcities.cfr.traversal import TraversalId, TraversalSpec, make_traverser, run_traversals
 from lostcities.config import GameConfig, MemoryConfig, NetworkConfig, OptimConfig, TraversalConfig
 from lostcities.games import make_game
 
@@ -19,13 +19,12 @@ def kuhn_trainer(
     optim: OptimConfig | None = None,
     network: NetworkConfig | None = None,
 ) -> DeepCFRTrainer:
+    kuhn = GameConfig(name="kuhn")
     return DeepCFRTrainer(
-        make_game(GameConfig(name="kuhn")),
-        network or NetworkConfig(hidden=8, layers=1),
-        traversal,
+        make_game(kuhn),
+        TraversalSpec(kuhn, network or NetworkConfig(hidden=8, layers=1), traversal, seed=3),
         MemoryConfig(10_000, 10_000),
         optim or OptimConfig(advantage_steps=5, advantage_batch_size=16),
-        seed=3,
     )
 
 
@@ -84,14 +83,14 @@ def test_larger_first_iteration_adds_samples_not_weight():
 
 
 def test_symmetry_augmentation_relabels_each_row_consistently():
-    game = make_game(GameConfig(name="lost_cities"))
+    lost_cities = GameConfig(name="lost_cities")
+    game = make_game(lost_cities)
+    traversal = TraversalConfig(scheme="rollout", traversals_per_player=1)
     trainer = DeepCFRTrainer(
         game,
-        NetworkConfig(hidden=8, layers=1),
-        TraversalConfig(scheme="rollout", traversals_per_player=1),
+        TraversalSpec(lost_cities, NetworkConfig(hidden=8, layers=1), traversal, seed=0),
         MemoryConfig(100, 100),
         OptimConfig(augment_symmetries=True),
-        seed=0,
     )
     rng = np.random.default_rng(0)
     features = torch.from_numpy(rng.random((64, game.encoding_size), dtype=np.float32))

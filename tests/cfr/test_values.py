@@ -11,6 +11,7 @@ from conftest import load_exact_tree
 
 from lostcities.cfr.fitting import history_relabel
 from lostcities.cfr.trainer import DeepCFRTrainer
+from lostcities.cfr.traversal import TraversalSpec
 from lostcities.cfr.values import value_loss
 from lostcities.config import (
     GameConfig,
@@ -32,21 +33,20 @@ def uniform(game) -> list[float]:
 
 
 def kuhn_trainer(traversals: int, value: ValueConfig, seed: int = 0) -> DeepCFRTrainer:
+    traversal = TraversalConfig(
+        scheme="rollout",
+        branch_prob=1.0,
+        traversals_per_player=50,
+        action_values="learned",
+        value_traversals_per_player=traversals,
+        value_record=1.0,
+    )
+    kuhn = GameConfig(name="kuhn")
     return DeepCFRTrainer(
-        make_game(GameConfig(name="kuhn")),
-        NetworkConfig(hidden=16, layers=2),
-        TraversalConfig(
-            scheme="rollout",
-            branch_prob=1.0,
-            traversals_per_player=50,
-            action_values="learned",
-            value_traversals_per_player=traversals,
-            value_record=1.0,
-        ),
+        make_game(kuhn),
+        TraversalSpec(kuhn, NetworkConfig(hidden=16, layers=2), traversal, seed, value=value),
         MemoryConfig(20_000, 20_000),
         OptimConfig(advantage_steps=20, advantage_batch_size=64),
-        seed=seed,
-        value=value,
     )
 
 
@@ -89,7 +89,7 @@ def test_learned_regrets_are_the_values_of_the_children():
     network, and the targets' weighted sum is zero."""
     trainer = kuhn_trainer(200, ValueConfig(hidden=8, steps=30))
     trainer.values.learn(1, (0, 1), trainer.executor, trainer.sigma, trainer.step)
-    result = trainer.executor.traverser.run(1, 0, 0)
+    result = trainer.executor.traverser(trainer.sigma).run(1, 0, 0)
     (features, masks, targets), _, stats = result
     assert stats["value_rows"] > 0 and len(targets) >= 1
     sigma = masks / masks.sum(axis=1, keepdims=True)  # uniform

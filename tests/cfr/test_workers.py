@@ -15,16 +15,11 @@ import torch
 from hydra import compose, initialize_config_module
 from omegaconf import OmegaConf
 
+from lostcities.cfr.executors import WorkerError, run_all
+from lostcities.cfr.executors.processes import ProcessExecutor
+from lostcities.cfr.executors.scheduler import MAX_AUTO_CHUNK, describe_ids
 from lostcities.cfr.policy import AdvantagePolicy, NonFiniteError
-from lostcities.cfr.traversal import TraversalId, make_traverser, run_traversals
-from lostcities.cfr.workers import (
-    MAX_AUTO_CHUNK,
-    ProcessExecutor,
-    WorkerError,
-    WorkerSpec,
-    describe_ids,
-    run_all,
-)
+from lostcities.cfr.traversal import TraversalId, TraversalSpec, make_traverser, run_traversals
 from lostcities.config import GameConfig, TrainConfig, TraversalConfig
 from lostcities.games import make_game
 from lostcities.train import build_executor, build_trainer
@@ -85,8 +80,7 @@ def run_trainer(overrides: list[str], iterations: int) -> dict:
             metrics.append({k: v for k, v in row.items() if not k.startswith(TIMING)})
         trainer.train_policy()
     finally:
-        if executor is not None:
-            executor.close()
+        executor.close()
     memories = [*trainer.advantage_memories, trainer.strategy_memory]
     return {
         "metrics": metrics,
@@ -129,7 +123,7 @@ PARTITIONS = [
 )
 def test_strict_results_do_not_depend_on_workers_chunks_or_inference_batch(game, iterations):
     strict = [*game, "determinism=strict"]
-    inline = run_trainer([*strict, "traversal.executor=inline"], iterations)
+    inline = run_trainer([*strict, "executor=inline"], iterations)
     assert inline["metrics"][-1]["samples/advantage"] > 0
     if "traversal.action_values=learned" in game:
         assert inline["metrics"][-1]["value/samples"] > 0
@@ -137,9 +131,9 @@ def test_strict_results_do_not_depend_on_workers_chunks_or_inference_batch(game,
         other = run_trainer(
             [
                 *strict,
-                f"traversal.executor={executor}",
-                f"traversal.num_workers={workers}",
-                f"traversal.chunk_size={chunk}",
+                f"executor={executor}",
+                f"executor.num_workers={workers}",
+                f"executor.chunk_size={chunk}",
                 f"traversal.inference_batch={batch}",
             ],
             iterations,
@@ -157,8 +151,8 @@ def test_inline_inference_batch_is_invisible_under_strict():
 
 
 def test_chunks_cover_the_ids_in_order():
-    cfg = config([*LEDUC, "traversal.executor=processes", "traversal.num_workers=2"])
-    spec = WorkerSpec(cfg.game, cfg.network, cfg.traversal, cfg.determinism, 0)
+    cfg = config([*LEDUC, "executor=processes", "executor.num_workers=2"])
+    spec = TraversalSpec(cfg.game, cfg.network, cfg.traversal, 0, cfg.determinism)
     with ProcessExecutor(spec, num_workers=2, chunk_size=0) as pool:
         ids = [TraversalId(1, 0, k) for k in range(19)]
         chunks = pool.chunks(ids)
@@ -196,7 +190,7 @@ def test_results_stream_in_id_order_and_an_early_stop_leaves_the_pool_usable():
 
 def _leduc_pool(retries: int) -> tuple[ProcessExecutor, AdvantagePolicy, list]:
     cfg = config([*LEDUC, "determinism=strict"])
-    spec = WorkerSpec(cfg.game, cfg.network, cfg.traversal, cfg.determinism, 0)
+    spec = TraversalSpec(cfg.game, cfg.network, cfg.traversal, 0, cfg.determinism)
     pool = ProcessExecutor(spec, num_workers=2, chunk_size=100, retries=retries)
     ids = [TraversalId(1, 0, k) for k in range(400)]
     return pool, AdvantagePolicy(), ids
@@ -301,8 +295,8 @@ def test_nan_prediction_fails_naming_player_and_iteration():
 
 
 def test_nan_in_a_worker_stops_the_run_with_the_ids_and_the_cause():
-    cfg = config([*LEDUC, "traversal.executor=processes"])
-    spec = WorkerSpec(cfg.game, cfg.network, cfg.traversal, cfg.determinism, 0)
+    cfg = config([*LEDUC, "executor=processes"])
+    spec = TraversalSpec(cfg.game, cfg.network, cfg.traversal, 0, cfg.determinism)
     with ProcessExecutor(spec, num_workers=1, retries=0) as pool:
         with pytest.raises(WorkerError, match=r"\(5, 0, 0\).*NonFiniteError.*iteration 4"):
             run_all(pool, [TraversalId(5, 0, k) for k in range(3)], _nan_policy())
@@ -339,8 +333,8 @@ def test_worker_count_is_invisible_without_strict_determinism(game, iterations):
     every stream is keyed by traversal ID, results merge in ID order, and every worker runs
     one torch thread whatever their number, so the forwards a traversal makes are the same
     computations (only the inference batch size may change bits without strict)."""
-    default = [*game, "determinism=off", "traversal.executor=processes"]
-    one = run_trainer([*default, "traversal.num_workers=1"], iterations)
+    default = [*game, "determinism=off", "executor=processes"]
+    one = run_trainer([*default, "executor.num_workers=1"], iterations)
     assert one["metrics"][-1]["samples/advantage"] > 0
-    two = run_trainer([*default, "traversal.num_workers=2", "traversal.chunk_size=1"], iterations)
+    two = run_trainer([*default, "executor.num_workers=2", "executor.chunk_size=1"], iterations)
     assert_same_run(one, two)

@@ -23,9 +23,12 @@ from omegaconf import OmegaConf
 import lostcities.perf.step as step_module
 from lostcities.cfr.networks import build_network
 from lostcities.cfr.trainer import DeepCFRTrainer
+from lostcities.cfr.traversal import TraversalSpec
 from lostcities.checkpoint import checkpoint_path, load_checkpoint
 from lostcities.config import (
+    AmpConfig,
     CompileConfig,
+    DeterminismConfig,
     GameConfig,
     MemoryConfig,
     NetworkConfig,
@@ -94,16 +97,18 @@ def test_clean_state_dict_round_trip_compiled_plain_compiled():
         assert all(torch.equal(state[k], clean[k]) for k in clean)
 
 
-def kuhn_trainer(network: NetworkConfig, compile: CompileConfig | None, **kwargs):
+def kuhn_trainer(
+    network: NetworkConfig, compile: CompileConfig | None, batch_invariant: bool = False
+):
+    kuhn = GameConfig(name="kuhn")
+    traversal = TraversalConfig(scheme="external", traversals_per_player=10)
+    determinism = DeterminismConfig(batch_invariant_inference=batch_invariant)
     return DeepCFRTrainer(
-        make_game(GameConfig(name="kuhn")),
-        network,
-        TraversalConfig(scheme="external", traversals_per_player=10),
+        make_game(kuhn),
+        TraversalSpec(kuhn, network, traversal, 1, determinism),
         MemoryConfig(500, 500),
         OptimConfig(advantage_steps=3, advantage_batch_size=32, strategy_steps=3),
-        seed=1,
         compile=compile,
-        **kwargs,
     )
 
 
@@ -307,22 +312,21 @@ def drive(overrides: list[str], iterations: int):
         trainer = build_trainer(cfg, game, executor)
         return trainer, [trainer.run_iteration() for _ in range(iterations)]
     finally:
-        if executor is not None:
-            executor.close()
+        executor.close()
 
 
 @pytest.mark.filterwarnings("ignore:torch.compile on network")  # Kuhn's net is small
 def test_compiled_trainer_pushes_clean_weights_to_worker_processes(fresh_dynamo, monkeypatch):
-    """+compile=trainer with traversal.executor=processes: the workers rebuild plain
+    """+compile=trainer with executor=processes: the workers rebuild plain
     networks and load what they are sent strictly, so one ``_orig_mod.`` key would stop the
     run; the weights they play are the trained ones, and the run matches the eager one."""
     from lostcities.cfr.policy import AdvantagePolicy
 
     workers = [
         *KUHN_TINY[:-3],  # no evaluation or checkpoint: the trainer alone
-        "traversal.executor=processes",
-        "traversal.num_workers=2",
-        "traversal.chunk_size=2",
+        "executor=processes",
+        "executor.num_workers=2",
+        "executor.chunk_size=2",
     ]
     _, eager = drive(workers, 2)
     snapshots: list[dict] = []  # every sigma the parent sends to its workers
@@ -341,3 +345,42 @@ def test_compiled_trainer_pushes_clean_weights_to_worker_processes(fresh_dynamo,
     assert sent.keys() == plain.keys()
     assert all(np.array_equal(sent[k], plain[k].numpy()) for k in plain)
     close_rows(rows, eager)
+
+
+@pytest.mark.filterwarnings("ignore:torch.compile on network")  # Kuhn's net is small
+def test_traversal_nets_stay_plain_after_a_compiled_iteration(fresh_dynamo, monkeypatch):
+    """The fits and the evaluation forward run compiled; the sigma the traversals query
+    holds the plain networks (a compiled wrapper there would recompile per batch size)."""
+    monkeypatch.setattr(
+        step_module,
+        "compile_module",
+        lambda module, cfg, dynamic: torch.compile(module, backend="eager", dynamic=dynamic),
+    )
+    trainer, _ = drive([*KUHN_TINY[:-3], "+compile=trainer", "compile.inference=true"], 2)
+    assert trainer.step._compiled and trainer.step._inference is not None
+    compiled = [*trainer.step._compiled.values(), trainer.step._inference]
+    assert all(net is not None for net in trainer.sigma.nets)  # trained: something to check
+    for net in trainer.sigma.nets:
+        assert not hasattr(net, "_orig_mod")
+        assert all(net is not wrapper for wrapper in compiled)
+
+
+def test_the_size_gate_times_the_training_batch_while_the_memory_fills(monkeypatch):
+    """The first minibatch of a fit can be smaller than the training batch (the memory
+    holds fewer rows); the gate times the forward at the training batch all the same."""
+    timed: list[tuple[int, int]] = []
+    monkeypatch.setattr(
+        step_module, "measure_forward_us", lambda net, x: timed.append(tuple(x.shape)) or 200.0
+    )
+    network = NetworkConfig(hidden=8, layers=1)
+    step = step_module.TrainingStep(
+        AmpConfig(), CompileConfig(), network, torch.device("cpu"), 0.0, gate_batch=64
+    )
+    step.device = torch.device("cuda")  # the gate is timed on CUDA only; nothing runs there
+    net = torch.nn.Linear(8, 3)
+    first = torch.arange(10 * 8, dtype=torch.float32).reshape(10, 8)  # 10 rows stored so far
+    step._measure_gate(net, first)
+    assert timed == [(64, 8)]
+    assert torch.equal(step_module.at_batch(first, 64)[:10], first)  # rows repeated in order
+    assert torch.equal(step_module.at_batch(first, 64)[10:20], first)
+    assert step_module.at_batch(first, 4) is first  # a full batch is timed as it is

@@ -1,8 +1,9 @@
-"""Traversal on a Ray cluster: ``traversal.executor=ray``.
+"""Traversal on a Ray cluster: ``executor=ray``.
 
-:class:`RayExecutor` is a :class:`lostcities.cfr.workers.ChunkedExecutor` whose workers
-are Ray actors: each holds a :class:`lostcities.cfr.workers.TraversalWorker` rebuilt from
-the same picklable :class:`lostcities.cfr.workers.WorkerSpec` as a worker process, with
+:class:`RayExecutor` is a :class:`lostcities.cfr.executors.scheduler.ChunkedExecutor`
+whose workers are Ray actors: each holds a
+:class:`lostcities.cfr.executors.worker.TraversalWorker` rebuilt from the same picklable
+:class:`lostcities.cfr.traversal.TraversalSpec` as a worker process, with
 one torch thread and one CPU of the cluster. Sigma's weights are put into the object
 store once per sigma version (one per iteration and player) and every actor loads them
 from there, not from each task; a chunk's results come back whole, tagged by traversal
@@ -10,10 +11,10 @@ ID, and are merged in ID order as the process workers' are, so the cluster's siz
 layout never change what is learned.
 
 A chunk whose actor died (a lost node, a killed process) or raised is named with its
-traversal IDs, rerun in a fresh actor up to ``traversal.worker_retries`` times (Ray's
+traversal IDs, rerun in a fresh actor up to ``executor.retries`` times (Ray's
 own restarts and task retries are off: a rerun must be visible), then the run stops
 with one line. ``close`` kills the actors and closes the connection the executor opened:
-a Ray started by the run (``traversal.ray_address`` null) stops with it, so an
+a Ray started by the run (``executor.ray_address`` null) stops with it, so an
 interrupted run leaves no actor behind. Only this module imports ``ray`` (the ``ray`` extra).
 """
 
@@ -29,13 +30,10 @@ from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from lostcities.cfr.traversal import TraversalId, TraversalResult
-from lostcities.cfr.workers import (
-    ChunkedExecutor,
-    TraversalWorker,
-    WorkerError,
-    WorkerSpec,
-)
+from lostcities.cfr.executors.contract import WorkerError
+from lostcities.cfr.executors.scheduler import ChunkedExecutor
+from lostcities.cfr.executors.worker import TraversalWorker
+from lostcities.cfr.traversal import TraversalId, TraversalResult, TraversalSpec
 from lostcities.interrupts import deferred_interrupts
 
 START_TIMEOUT_S = 120.0  # actors that have not started by then: the cluster lacks CPUs
@@ -49,7 +47,7 @@ def _ray():
         import ray
     except ImportError:
         raise WorkerError(
-            "traversal.executor=ray: the ray package is not installed "
+            "executor=ray: the ray package is not installed "
             "(expected the ray extra: pip install -e '.[ray]')"
         ) from None
     return ray
@@ -122,7 +120,7 @@ def connect(address: str | None, num_cpus: int) -> None:
     except (ConnectionError, RuntimeError) as error:
         first_line = str(error).strip().splitlines()[0] if str(error).strip() else ""
         raise WorkerError(
-            f"traversal.ray_address={address}: no Ray cluster reachable there "
+            f"executor.ray_address={address}: no Ray cluster reachable there "
             "(expected a running head node, ray start --head, and where it checks "
             f"tokens RAY_AUTH_MODE=token with its token): {first_line}"
         ) from None
@@ -136,7 +134,7 @@ class RayExecutor(ChunkedExecutor):
 
     def __init__(
         self,
-        spec: WorkerSpec,
+        spec: TraversalSpec,
         num_workers: int = 0,
         chunk_size: int = 0,
         retries: int = 1,
@@ -171,7 +169,7 @@ class RayExecutor(ChunkedExecutor):
         if waiting:
             cpus = ray.cluster_resources().get("CPU", 0)
             raise WorkerError(
-                f"traversal.num_workers={self.num_workers}: {len(waiting)} Ray actor(s) "
+                f"executor.num_workers={self.num_workers}: {len(waiting)} Ray actor(s) "
                 f"did not start in {START_TIMEOUT_S:.0f} s (each needs 1 CPU; the cluster "
                 f"has {cpus:g})"
             )
