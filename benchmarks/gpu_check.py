@@ -20,7 +20,7 @@ Steps, in order, each in its own process with its output in ``DIR/<step>.log``:
 The sweeps run Leduc (exact exploitability) with ``network=wide`` (1024 x 3: over the
 compile note's gate of hidden >= 1024 or layers >= 6, where the notes expect a gain; a
 512 x 3 MLP measured slower compiled) on ``run.device=cuda``, each at the length its
-verdict rules ask for (lostcities/experiments/report.py: compile A/B 10 iterations, AMP
+verdict rules ask for (lostcities/experiments/protocols.py: compile A/B 10 iterations, AMP
 A/B 50, drift 100 with evaluation every 25) but with fewer traversals and fit steps per
 iteration than Leduc's recipe (:data:`SIZES`), so that all of it should fit ~10 minutes on
 one H100 with two seeds (an estimate: the report's table gives each step's seconds). Each
@@ -197,7 +197,7 @@ def write_report(out: Path, outcomes: list[Outcome], budget: float) -> Path:
         f"{props.name} ({props.total_memory / 2**30:.0f} GiB), torch {torch.__version__}, "
         f"CUDA {torch.version.cuda}; budget {budget:.0f} s, used "
         f"{sum(o.seconds for o in outcomes):.0f} s. The verdicts are the sweeps' own "
-        "(lostcities/experiments/report.py), at the sizes in each command.",
+        "(lostcities/experiments/protocols.py), at the sizes in each command.",
         "",
         "| step | what | status | s |",
         "| --- | --- | --- | ---: |",

@@ -63,7 +63,7 @@ PLAY_MODES = ("sampled", "greedy")  # lostcities/eval/agents.py choose_actions
 AMP_DTYPES = ("off", "fp16", "bf16")  # lostcities/perf/amp.py
 MEMORY_PRECISIONS = ("float16", "float32")  # lostcities/cfr/memory.py
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
-EXPERIMENT_KINDS = ("ab", "amp", "drift")  # lostcities/experiments/report.py
+EXPERIMENT_KINDS = ("ab", "amp", "drift")  # lostcities/experiments/protocols.py
 EXPERIMENT_SETTINGS = ("full", "short")  # conf/experiment/setting/
 MAX_TURNS = 30000  # the Lost Cities kernel's turn counter (lostcities/games/lost_cities.py)
 
@@ -407,7 +407,7 @@ class ExperimentConfig:
     name: str = checked("experiment", label())
     """Experiment name: the sweep's parent MLflow run and its report are named after it."""
     kind: str = checked("ab", one_of(EXPERIMENT_KINDS))
-    """Which verdict rules judge the arms (lostcities/experiments/report.py): ``ab``: the
+    """Which verdict rules judge the arms (lostcities/experiments/protocols.py): ``ab``: the
     iteration time of a switch (torch.compile of the trainer: >= 8 timed iterations, >= 5%
     on the 1000-iteration projection, compile's size gate); ``amp``: the advantage +
     policy training time (>= 15%, both phases timed) and AMP's health (non-finite losses,

@@ -27,7 +27,11 @@ from lostcities.config import (
     register_configs,
 )
 from lostcities.config_checks import typed_config
-from lostcities.experiments.report import Job, build_report, decide, drift_check, render_markdown
+from lostcities.experiments.jobs import MEASURES, Job
+from lostcities.experiments.protocols import PROTOCOLS, DriftProtocol, decide
+from lostcities.experiments.render import render_markdown
+from lostcities.experiments.report import build_report
+from lostcities.experiments.statistics import drift_check
 from lostcities.perf.compile import below_threshold, compile_module, measure_forward_us
 from lostcities.perf.step import TrainingStep
 
@@ -357,6 +361,61 @@ def test_drift_passes_inside_the_band_only_at_the_protocols_length(tmp_path):
     assert sparse["verdict"] == "inconclusive" and "one every 25 at least" in sparse["reason"]
 
 
+def test_drift_checks_the_spacing_of_the_evaluations_not_their_count(tmp_path):
+    # every 30 over 120 iterations: 4 evaluations, as many as every 25 over 100, too far apart
+    spaced = drift_report(tmp_path / "every30", arm=1.1, iterations=120, every=30)["arms"][1]
+    assert spaced["verdict"] == "inconclusive"
+    assert spaced["reason"] == (
+        "inside the band, but evaluations up to 30 iterations apart, from the start "
+        "(one every 25 at least)"
+    )
+    assert (
+        drift_report(tmp_path / "every25", arm=1.1, iterations=100, every=25)["arms"][1]["verdict"]
+        == "pass"
+    )
+
+
+def test_a_curve_with_no_step_every_job_evaluated_at_fails_parity(tmp_path):
+    """The baseline evaluates every 25 over 100 iterations, the arm every 35 over 110: no
+    step of eval/exploitability to compare, which is a failure, not a pass on nothing."""
+    experiment = ExperimentConfig(
+        name="drift", kind="drift", arms=["+compile=off", "+compile=trainer"]
+    )
+    for seed, base in ((0, 1.0), (1, 1.2), (2, 1.1)):
+        write_job(tmp_path, 2 * seed, 0, seed, drift_rows(100, base, every=25))
+        write_job(tmp_path, 2 * seed + 1, 1, seed, drift_rows(110, 1.1, every=35))
+    report = build_report(experiment, tmp_path, [])
+    arm = report["arms"][1]
+    assert arm["drift"]["eval/exploitability"]["steps"] == 0
+    assert not arm["drift_passed"] and not arm["parity_passed"]
+    assert arm["verdict"] == "fail"
+    assert arm["reason"] == (
+        "eval/exploitability: nothing compared (no step at which every job logged it, finite)"
+    )
+    assert "| no step to compare |" in render_markdown(report)
+
+
+@pytest.mark.parametrize("kind", ["ab", "amp", "drift"])
+def test_each_protocol_states_the_numbers_it_checks(kind):
+    """The rule the report prints is the one the verdict applies."""
+    protocol = PROTOCOLS[kind]
+    if isinstance(protocol, DriftProtocol):
+        expected = [
+            f">= {protocol.min_iterations} iterations",
+            f"at most {protocol.eval_every} iterations apart",
+        ]
+    else:
+        warmup = "iteration 1" if protocol.warmup == 1 else f"iterations 1-{protocol.warmup}"
+        expected = [
+            f">= {protocol.ship_at:.0%} on {MEASURES[protocol.measure]}",
+            f">= {protocol.min_timed} timed iterations",
+            f"{warmup} dropped",
+        ]
+        if protocol.min_parity_steps:
+            expected.append(f"compared over >= {protocol.min_parity_steps} iterations")
+    assert [x for x in expected if x not in protocol.rule] == []
+
+
 def sweep_fail_rates(shift: float, sweeps: int = 400) -> dict[str, float]:
     """How often each band fails a whole sweep: 3 seeds per arm, a curve of 100 steps
     evaluated every 25 (4 compared steps), steps independent, seed noise 1, the arm's
@@ -387,10 +446,10 @@ def noisy_rows(rng: np.random.Generator, shift: float) -> list[dict]:
 
 
 def test_seed_noise_band_against_the_ranges():
-    """The numbers in report.py's docstring: the seed-noise band fails a switch that
-    changes nothing in at most ~5% of sweeps (measured 0.035), the baseline's [min, max]
-    in most of them (0.83; the widened range 0.08); a shift of 2 seed standard deviations
-    fails 0.54 of sweeps (widened range 0.66), of 4: 0.99 (0.995)."""
+    """The table in experiments/perf_switches/README.md: the seed-noise band fails a switch
+    that changes nothing in at most ~5% of sweeps (measured 0.035), the baseline's [min,
+    max] in most of them (0.83; the widened range 0.08); a shift of 2 seed standard
+    deviations fails 0.54 of sweeps (widened range 0.66), of 4: 0.99 (0.995)."""
     rates = {shift: sweep_fail_rates(shift) for shift in (0.0, 2.0, 4.0)}
     assert rates[0.0]["seed noise"] <= 0.08
     assert rates[0.0]["range"] >= 0.5

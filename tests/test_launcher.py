@@ -27,7 +27,8 @@ from lostcities.experiments.launch import (
     stopped_jobs,
     write_sweep_state,
 )
-from lostcities.experiments.report import build_report, render_markdown
+from lostcities.experiments.render import render_markdown
+from lostcities.experiments.report import build_report
 
 # Two arms without torch.compile (seconds each on Kuhn), one seed: with no seed spread the
 # parity check compares the curves exactly, so equal reports mean equal learning.

@@ -19,8 +19,8 @@ next, whichever process runs the task function. Two ways run it:
   first failure's exit code). A job's stderr is then in the launcher's log, which the
   line names.
 
-In both, the launching process holds the sweep (lostcities/experiments/report.py's
-callback): it opens the parent MLflow run and writes ``sweep.json`` into the sweep
+In both, the launching process holds the sweep (lostcities/experiments/callback.py's
+Hydra callback): it opens the parent MLflow run and writes ``sweep.json`` into the sweep
 directory before any job starts, each job reads the run to nest under from there (so the
 sweep directory must be on a file system the jobs share, and the MLflow store one they
 all reach: a tracking server on a cluster), and it writes the report from the jobs'
