@@ -5,6 +5,7 @@ from __future__ import annotations
 import http.server
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -19,7 +20,9 @@ from mlflow import MlflowClient
 
 from lostcities.tracking import SERVER_PROBE_TIMEOUT_S, charts_url, check_server
 
-WARNING = "WARNING lostcities.tracking"
+# A tracking warning as Hydra's job logging prints it on the console:
+# "[<time>][lostcities.tracking.tracker][WARNING] - <message>".
+WARNING = re.compile(r"\]\[lostcities\.tracking\.\w+\]\[WARNING\] - ")
 KUHN = ["game=kuhn", "network=small"]
 
 
@@ -40,8 +43,9 @@ def clean_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     return {**env, **(extra or {})}
 
 
-def warnings_of(stderr: str) -> list[str]:
-    return [line for line in stderr.splitlines() if WARNING in line]
+def warnings_of(*outputs: str) -> list[str]:
+    """The tracking warnings in a run's console output (stdout and stderr)."""
+    return [line for output in outputs for line in output.splitlines() if WARNING.search(line)]
 
 
 def steps(run_dir: Path) -> list[int]:
@@ -70,7 +74,7 @@ def test_run_logs_metrics_params_and_artifacts_over_http(mlflow_server, tmp_path
         tmp_path,
     )
     assert done.returncode == 0, done.stderr
-    assert warnings_of(done.stderr) == []
+    assert warnings_of(done.stdout, done.stderr) == []
     client = MlflowClient(tracking_uri=mlflow_server.url)
     run = only_run(client, "shared")
     run_id = run.info.run_id
@@ -97,10 +101,10 @@ def test_unreachable_server_is_given_up_after_one_try(tmp_path):
     uri = f"http://127.0.0.1:{free_port()}/"  # nothing listens there
     done = train([*KUHN, "run.iterations=2", f"tracking.tracking_uri={uri}"], tmp_path)
     assert done.returncode == 0, done.stderr
-    (warning,) = warnings_of(done.stderr)
+    (warning,) = warnings_of(done.stdout, done.stderr)
     assert uri in warning and "during start" in warning and "Connection refused" in warning
     assert f"one try, {SERVER_PROBE_TIMEOUT_S:g} s timeout" in warning
-    assert "Retrying" not in done.stderr  # MLflow's own retries never ran
+    assert "Retrying" not in done.stdout + done.stderr  # MLflow's own retries never ran
     assert "MLflow charts" not in done.stderr  # there is no MLflow run to see
     (run_dir,) = {p.parent for p in (tmp_path / "outputs").rglob("metrics.jsonl")}
     assert steps(run_dir) == [1, 2]
@@ -154,13 +158,13 @@ def test_outage_mid_run_then_resume_on_the_restarted_server(mlflow_server, tmp_p
     common = [*KUHN, "checkpoint.every=1", f"tracking.tracking_uri={uri}"]
     # No retries: the failing call gives up at once (default: minutes of retries first).
     env = clean_env({"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0"})
-    with open(tmp_path / "run1.err", "w+") as err:
+    with open(tmp_path / "run1.out", "w+") as out, open(tmp_path / "run1.err", "w+") as err:
         proc = subprocess.Popen(
             [sys.executable, "-m", "lostcities.train", *common, "run.iterations=4"]
             + [f"hydra.run.dir={run1}"],
             cwd=tmp_path,
             env=env,
-            stdout=subprocess.DEVNULL,
+            stdout=out,
             stderr=err,
         )
         try:
@@ -182,9 +186,10 @@ def test_outage_mid_run_then_resume_on_the_restarted_server(mlflow_server, tmp_p
                 os.kill(proc.pid, signal.SIGCONT)
                 proc.kill()
                 proc.wait()
+        out.seek(0)
         err.seek(0)
-        stderr = err.read()
-    (warning,) = warnings_of(stderr)
+        stdout, stderr = out.read(), err.read()
+    (warning,) = warnings_of(stdout, stderr)
     assert uri in warning and "during log_metrics" in warning
     assert steps(run1) == [1, 2, 3, 4]
     assert before in ([], [1])
@@ -199,7 +204,7 @@ def test_outage_mid_run_then_resume_on_the_restarted_server(mlflow_server, tmp_p
             tmp_path,
         )
         assert done.returncode == 0, done.stderr
-        assert warnings_of(done.stderr) == []
+        assert warnings_of(done.stdout, done.stderr) == []
         run = only_run(client, "lostcities")  # no second run
         assert run.info.run_id == run_id and run.info.status == "FINISHED"
         assert history(client, run_id) == [*before, 5, 6]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 from pathlib import Path
@@ -24,8 +25,16 @@ from lostcities.tracking import (
     where_to_see,
 )
 
-WARNING = "WARNING lostcities.tracking"
 TAGS = {"game": "leduc", "network": "default"}
+
+
+def warnings_of(caplog: pytest.LogCaptureFixture) -> list[str]:
+    """The warnings the tracking package logged."""
+    return [
+        record.getMessage()
+        for record in caplog.records
+        if record.levelno == logging.WARNING and record.name.startswith("lostcities.tracking")
+    ]
 
 
 def rows(run_dir: Path) -> list[dict]:
@@ -190,7 +199,7 @@ def test_env_uri_and_existing_experiment(mlflow_uri, tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("kind", ["parent_is_a_file", "not_a_database"])
-def test_broken_store_at_start(tmp_path, monkeypatch, capsys, kind):
+def test_broken_store_at_start(tmp_path, monkeypatch, caplog, kind):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "afile").write_text("x")
     (tmp_path / "garbage.db").write_bytes(b"this is not sqlite" * 100)
@@ -203,14 +212,14 @@ def test_broken_store_at_start(tmp_path, monkeypatch, capsys, kind):
         log_three(t)
         t.log_artifact(run_dir / METRICS_FILE)
         assert not t.mlflow_active and t.run_id is None
-    warnings = [line for line in capsys.readouterr().err.splitlines() if WARNING in line]
+    warnings = warnings_of(caplog)
     assert len(warnings) == 1
     assert uri in warnings[0] and "during start" in warnings[0]
     assert len(rows(run_dir)) == 3
     assert (run_dir / CURVE_FILE).exists()
 
 
-def test_store_failing_mid_run(mlflow_uri, tmp_path, monkeypatch, capsys):
+def test_store_failing_mid_run(mlflow_uri, tmp_path, monkeypatch, caplog):
     run_dir = tmp_path / "run"
     with Tracker(TrackingConfig(tracking_uri=mlflow_uri, experiment="unit"), run_dir) as t:
         t.log_metrics({"x": 0.0}, step=0)
@@ -228,7 +237,7 @@ def test_store_failing_mid_run(mlflow_uri, tmp_path, monkeypatch, capsys):
         t.log_artifact(run_dir / METRICS_FILE)
         assert not t.mlflow_active
     assert calls == [1]  # after the first failure MLflow is not touched again
-    warnings = [line for line in capsys.readouterr().err.splitlines() if WARNING in line]
+    warnings = warnings_of(caplog)
     assert len(warnings) == 1
     assert mlflow_uri in warnings[0] and "database is locked" in warnings[0]
     assert [r["step"] for r in rows(run_dir)] == [0, 1, 2, 3, 4]
@@ -373,12 +382,12 @@ def test_resume_metrics_file_keeps_the_steps_up_to_the_checkpoint(tmp_path):
     assert sorted(p.name for p in (tmp_path / "a").iterdir()) == [METRICS_FILE]  # no temp left
 
 
-def test_resume_of_a_run_not_in_the_store_starts_a_new_one(mlflow_uri, tmp_path, capsys):
+def test_resume_of_a_run_not_in_the_store_starts_a_new_one(mlflow_uri, tmp_path, caplog):
     cfg = TrackingConfig(tracking_uri=mlflow_uri, experiment="unit")
     with Tracker(cfg, tmp_path, tags=TAGS, resume_run_id="0" * 32, resume_step=4) as t:
         t.log_metrics({"x": 1.0}, step=5)
     assert not t.continued and t.run_id != "0" * 32
     assert MlflowClient(tracking_uri=mlflow_uri).get_run(t.run_id).info.status == "FINISHED"
-    warnings = [line for line in capsys.readouterr().err.splitlines() if WARNING in line]
+    warnings = warnings_of(caplog)
     assert len(warnings) == 1
     assert "0" * 32 in warnings[0] and "new run" in warnings[0]
