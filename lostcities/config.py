@@ -64,7 +64,7 @@ AMP_DTYPES = ("off", "fp16", "bf16")  # lostcities/perf/amp.py
 MEMORY_PRECISIONS = ("float16", "float32")  # lostcities/cfr/memory.py
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 EXPERIMENT_KINDS = ("ab", "amp", "drift")  # lostcities/experiments/protocols.py
-EXPERIMENT_SETTINGS = ("full", "short")  # conf/experiment/setting/
+EXPERIMENT_SETTINGS = ("full", "short", "reduced")  # conf/experiment/setting/
 MAX_TURNS = 30000  # the Lost Cities kernel's turn counter (lostcities/games/lost_cities.py)
 
 
@@ -415,8 +415,10 @@ class ExperimentConfig:
     needs the curves inside the baseline arm's seed-to-seed band."""
     setting: str = checked("full", one_of(EXPERIMENT_SETTINGS))
     """``full``: the notes' protocol (the experiment file's defaults); ``short``: a CPU
-    smoke run of the same sweep (``+experiment/setting=short``), which the report names
-    and which cannot ship."""
+    smoke run of the same sweep (``+experiment/setting=short``); ``reduced``: the
+    protocol's length with less work per iteration than the experiment file's
+    (``+experiment/setting=reduced``, as benchmarks/gpu_check.py runs it). The report names
+    either, and neither ships or passes: their verdicts are indicative."""
     arms: list[str] = checked(rule=texts(), factory=list)
     """One string of overrides per arm, e.g. ``["+compile=off", "+compile=trainer"]``
     (several overrides in one arm are separated by spaces)."""

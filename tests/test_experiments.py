@@ -334,9 +334,11 @@ def drift_rows(iterations: int, exploitability: float, every: int = 25) -> list[
     return rows
 
 
-def drift_report(tmp_path: Path, arm: float, iterations: int = 100, every: int = 25) -> dict:
+def drift_report(
+    tmp_path: Path, arm: float, iterations: int = 100, every: int = 25, setting: str = "full"
+) -> dict:
     experiment = ExperimentConfig(
-        name="drift", kind="drift", arms=["+compile=off", "+compile=trainer"]
+        name="drift", kind="drift", arms=["+compile=off", "+compile=trainer"], setting=setting
     )
     for seed, base in ((0, 1.0), (1, 1.2), (2, 1.1)):
         write_job(tmp_path, 2 * seed, 0, seed, drift_rows(iterations, base, every))
@@ -359,6 +361,15 @@ def test_drift_passes_inside_the_band_only_at_the_protocols_length(tmp_path):
     assert short["reason"] == "inside the band, but 6 iteration(s), fewer than 100"
     sparse = drift_report(tmp_path / "sparse", arm=1.1, every=50)["arms"][1]
     assert sparse["verdict"] == "inconclusive" and "one every 25 at least" in sparse["reason"]
+
+
+def test_nothing_passes_or_ships_on_the_reduced_setting(tmp_path):
+    """The protocol's length with less work per iteration (the GPU check's sweeps): a drift
+    arm inside the band is inconclusive, not a pass, and the report says why."""
+    arm = drift_report(tmp_path, arm=1.1, setting="reduced")["arms"][1]
+    assert arm["verdict"] == "inconclusive"
+    assert "the reduced setting ran" in arm["reason"]
+    assert drift_report(tmp_path / "full", arm=1.1)["arms"][1]["verdict"] == "pass"
 
 
 def test_drift_checks_the_spacing_of_the_evaluations_not_their_count(tmp_path):

@@ -4,7 +4,8 @@ An entry of :data:`PROTOCOLS` holds the numbers the verdict checks and the same 
 words, which the report prints. The timing rules are the design notes' bench protocols for
 torch.compile of the trainer and for trainer AMP; the drift rule is the compile note's
 learning-curve check. Every kind also needs parity (statistics.py), and nothing run in the
-short setting (``+experiment/setting=short``: a CPU smoke run) ships or passes.
+short or reduced setting (``+experiment/setting=short``: a CPU smoke run; ``reduced``: less
+work per iteration than the protocol's) ships or passes.
 """
 
 from __future__ import annotations
@@ -27,6 +28,12 @@ from lostcities.perf.compile import (
 )
 
 SHORT_SETTING = "the short setting ran (a CPU smoke run, not the protocol)"  # never ships
+# settings whose verdict is indicative: named as a shortfall, so nothing run in one ships
+SETTING_SHORTFALLS = {
+    "short": SHORT_SETTING,
+    "reduced": "the reduced setting ran (the protocol's length with fewer traversals and fit "
+    "steps per iteration than the experiment's: indicative, not the protocol)",
+}
 GATES = (
     "an arm parks, measured anyway, on a gate: AMP inactive on the device (amp/active = 0, "
     "the fp32 fallback of a CPU: not measurable there), or torch.compile of the trainer on a "
@@ -169,8 +176,8 @@ def timing_shortfalls(
 ) -> list[str]:
     """Why an arm's timing (``times``: its jobs' and the baseline's) is not the protocol's."""
     out = []
-    if exp.setting == "short":
-        out.append(SHORT_SETTING)
+    if exp.setting in SETTING_SHORTFALLS:
+        out.append(SETTING_SHORTFALLS[exp.setting])
     if exp.warmup_iterations < protocol.warmup:
         dropped = "iteration 1" if protocol.warmup == 1 else f"iterations 1-{protocol.warmup}"
         out.append(
@@ -230,8 +237,8 @@ def drift_shortfalls(exp: ExperimentConfig, protocol: DriftProtocol, jobs: list[
     the spacing of the evaluations every job made (the steps its curves are compared at),
     the first counted from the start."""
     out = []
-    if exp.setting == "short":
-        out.append(SHORT_SETTING)
+    if exp.setting in SETTING_SHORTFALLS:
+        out.append(SETTING_SHORTFALLS[exp.setting])
     iterations = min(max((r["step"] for r in j.rows), default=0) for j in jobs)
     if iterations < protocol.min_iterations:
         out.append(f"{iterations} iteration(s), fewer than {protocol.min_iterations}")

@@ -14,11 +14,11 @@ from lostcities.experiments.statistics import PARITY_ALPHA
 
 def protocol_text(report: dict[str, Any]) -> str:
     """The setting that ran and the rule the verdicts applied, in one paragraph."""
-    setting = (
-        "the short setting (a CPU smoke run: nothing ships or passes on it)"
-        if report["setting"] == "short"
-        else "the full setting (the notes' protocol)"
-    )
+    setting = {
+        "short": "the short setting (a CPU smoke run: nothing ships or passes on it)",
+        "reduced": "the reduced setting (the protocol's length, less work per iteration: "
+        "nothing ships or passes on it)",
+    }.get(report["setting"], "the full setting (the notes' protocol)")
     return f"Ran {setting}. Rule of kind `{report['kind']}`: {report['protocol']['rule']}."
 
 
