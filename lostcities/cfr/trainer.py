@@ -64,11 +64,7 @@ from lostcities.config import (
 )
 from lostcities.games import GameSpec
 from lostcities.perf.step import TrainingStep
-from lostcities.rng import Purpose, Stream, stream_key
-
-
-def _torch_seed(key: int) -> int:
-    return key & 0x7FFF_FFFF_FFFF_FFFF
+from lostcities.rng import NetworkOwner, Purpose, Stream, stream_key, torch_seed
 
 
 class DeepCFRTrainer:
@@ -136,7 +132,7 @@ class DeepCFRTrainer:
         # (clean CPU copies, ~1.4 MB each for compact): the strategies sigma_{t+1} that
         # single Deep CFR (lostcities/eval/agents.py) samples from at play time.
         self.iteration_advantage_nets: list[list[dict[str, torch.Tensor]]] = [[], []]
-        self.policy_net = self._new_net(Purpose.NETWORK_INIT, 0, 2)
+        self.policy_net = self._new_net(Purpose.NETWORK_INIT, 0, NetworkOwner.POLICY)
         self.policy_optimizer = torch.optim.Adam(self.policy_net.parameters(), lr=optim.strategy_lr)
         self.policy_trained_at = 0  # iteration the policy net last saw
         self.policy_loss = float("nan")  # its loss then
@@ -166,7 +162,7 @@ class DeepCFRTrainer:
     def _new_net(self, purpose: int, iteration: int, player: int) -> torch.nn.Module:
         key = stream_key(self.seed, iteration, player, 0, purpose)
         net = build_network(
-            self.network_cfg, self.game.encoding_size, self.game.num_actions, seed=_torch_seed(key)
+            self.network_cfg, self.game.encoding_size, self.game.num_actions, seed=torch_seed(key)
         )
         return net.to(self.device)
 
@@ -360,7 +356,9 @@ class DeepCFRTrainer:
         if self.strategy_memory.size == 0 or self.policy_trained_at == t:
             return self.policy_loss
         if self.optim.policy_training == "scratch":
-            self.policy_net = self._reinit(self.policy_net, Purpose.NETWORK_INIT, t, 2)
+            self.policy_net = self._reinit(
+                self.policy_net, Purpose.NETWORK_INIT, t, NetworkOwner.POLICY
+            )
             self.policy_optimizer = torch.optim.Adam(
                 self.policy_net.parameters(), lr=self.optim.strategy_lr
             )
@@ -374,7 +372,7 @@ class DeepCFRTrainer:
             self.policy_optimizer,
             self.strategy_memory,
             how,
-            self._generator(t, 2, Purpose.TRAINING),
+            self._generator(t, NetworkOwner.POLICY, Purpose.TRAINING),
             self.step,
             self.device,
             self._fit_progress("policy"),

@@ -37,9 +37,7 @@ from lostcities.cfr.traversal import VALUE, TraversalId
 from lostcities.config import ValueConfig
 from lostcities.games import GameSpec
 from lostcities.perf.step import TrainingStep
-from lostcities.rng import Purpose, Stream, stream_key
-
-VALUE_NET = 3  # the "player" word of the value network's initialisation stream
+from lostcities.rng import NetworkOwner, Purpose, Stream, stream_key, torch_seed
 
 
 def value_loss(pred, masks, targets, weights):
@@ -64,8 +62,8 @@ class ValueLearner:
         self.traversals_per_player = traversals_per_player
         self.seed = seed
         self.device = device
-        key = stream_key(seed, 0, VALUE_NET, 0, Purpose.NETWORK_INIT)
-        self.net = value_network(cfg, game.encoding_size, seed=key & 0x7FFF_FFFF_FFFF_FFFF)
+        key = stream_key(seed, 0, NetworkOwner.VALUE, 0, Purpose.NETWORK_INIT)
+        self.net = value_network(cfg, game.encoding_size, seed=torch_seed(key))
         self.net.to(device)
         self.optimizer = torch.optim.Adam(self.net.parameters(), lr=cfg.lr)
         # both seats' compact states per row (2 * compact_size bytes), one target

@@ -27,10 +27,7 @@ from lostcities.eval.opponents import BOT_NAMES, make_bot
 from lostcities.eval.players import AgentPlayer, BotPlayer
 from lostcities.games.lost_cities import LostCitiesGame
 from lostcities.games.lost_cities_spec import DEFAULT_MAX_TURNS
-from lostcities.rng import stream_key
-
-# Fourth word of an agent player's choice-stream key: apart from bot and deal streams.
-AGENT_STREAM = 0xA6E
+from lostcities.rng import Purpose, stream_key
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -92,7 +89,7 @@ def make_player(name: str, args: argparse.Namespace, slot: int) -> Player:
     return AgentPlayer(
         agent,
         args.play,
-        lambda game: stream_key(seed, game, slot, 0, AGENT_STREAM),
+        lambda game: stream_key(seed, game, slot, 0, Purpose.ARENA_AGENT),
         f"{name} [{agent.name}, {args.play}]",
     )
 

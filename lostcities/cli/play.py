@@ -30,10 +30,8 @@ from lostcities.eval.match import arena_deal_seed
 from lostcities.eval.players import AgentPlayer
 from lostcities.games import lost_cities_spec as spec
 from lostcities.games.lost_cities import LostCitiesGame
-from lostcities.rng import stream_key
+from lostcities.rng import Purpose, stream_key
 
-# Fourth word of the key of the agent's choice stream (sampled play): apart from deals.
-PLAY_STREAM = 0x91A7
 # The terminal game is game 0 of a match seeded by --seed: its deal, and the key of the
 # agent's per-game state and choice stream.
 GAME = 0
@@ -376,7 +374,7 @@ def main(
         f"seed {seed}. Type ? for help, q to quit.",
         file=stdout,
     )
-    player = AgentPlayer(agent, args.play, lambda i: stream_key(seed, i, 0, 0, PLAY_STREAM))
+    player = AgentPlayer(agent, args.play, lambda i: stream_key(seed, i, 0, 0, Purpose.PLAY_AGENT))
     session = Session(game, player, args.seat, stdin, stdout)
     try:
         session.run()

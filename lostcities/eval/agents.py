@@ -40,13 +40,9 @@ from lostcities.cfr.initial import make_initial_strategy
 from lostcities.cfr.networks import build_network
 from lostcities.cfr.policy import NetworkForward, iteration_strategies, masked_softmax
 from lostcities.config import EVAL_AGENTS, PLAY_MODES, NetworkConfig, TraversalConfig
-from lostcities.rng import stream_key
+from lostcities.rng import Purpose, stream_key
 
 AGENT_KINDS = (*EVAL_AGENTS, "sigma1")  # sigma1: the paired baseline, never the run's agent
-
-# Fourth word of the key of single Deep CFR's per-game iteration draw: apart from the
-# evaluation's deal, bot and choice streams of the same match seed.
-SDCFR_STREAM = 0x5DCF
 
 
 class Agent(Protocol):
@@ -141,7 +137,7 @@ class SingleDeepCFRAgent:
         """0-based index of the iteration game ``game`` plays (fixed for the game)."""
         pick = self._picks.get(game)
         if pick is None:  # drawn once per game, not at each of its ~50 decisions
-            key = stream_key(self.seed, int(game), 0, 0, SDCFR_STREAM)
+            key = stream_key(self.seed, int(game), 0, 0, Purpose.SDCFR_ITERATION)
             u = np.random.Generator(np.random.PCG64(key)).random()
             last = len(self.strategies) - 1
             pick = self._picks[game] = min(int(np.searchsorted(self.cumulative, u, "right")), last)

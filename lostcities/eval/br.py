@@ -31,10 +31,7 @@ from lostcities.eval.match import PlayedMatch, play_match
 from lostcities.eval.players import AgentPlayer
 from lostcities.eval.search import SearchAgent, SearchConfig
 from lostcities.games.lost_cities_spec import DEFAULT_MAX_TURNS
-from lostcities.rng import Purpose, stream_key
-
-# Second word of the choice-stream keys of these matches: apart from the bots' matches.
-BR_SEAT, AGENT_SEAT, EARLIER_SEAT = 5, 6, 7
+from lostcities.rng import EvaluationRole, Purpose, stream_key
 
 
 def best_response_match(
@@ -61,11 +58,13 @@ def best_response_match(
     best_response = AgentPlayer(
         SearchAgent(model, search),
         "greedy",  # one-hot choices: the search's own
-        lambda i: stream_key(seed, i, BR_SEAT, 0, Purpose.EVALUATION),
+        lambda i: stream_key(seed, i, EvaluationRole.BEST_RESPONSE, 0, Purpose.EVALUATION),
         name="best_response",
     )
     frozen = AgentPlayer(
-        agent, "sampled", lambda i: stream_key(seed, i, AGENT_SEAT, 0, Purpose.EVALUATION)
+        agent,
+        "sampled",
+        lambda i: stream_key(seed, i, EvaluationRole.PROGRESS_AGENT, 0, Purpose.EVALUATION),
     )
     return play_match(best_response, frozen, games, seed, max_turns, batch_size=games)
 
@@ -80,12 +79,14 @@ def head_to_head(
 ) -> PlayedMatch:
     """``agent`` (player A) against ``earlier`` (player B), both sampled, seats alternating."""
     later = AgentPlayer(
-        agent, "sampled", lambda i: stream_key(seed, i, AGENT_SEAT, 0, Purpose.EVALUATION)
+        agent,
+        "sampled",
+        lambda i: stream_key(seed, i, EvaluationRole.PROGRESS_AGENT, 0, Purpose.EVALUATION),
     )
     before = AgentPlayer(
         earlier,
         "sampled",
-        lambda i: stream_key(seed, i, EARLIER_SEAT, 0, Purpose.EVALUATION),
+        lambda i: stream_key(seed, i, EvaluationRole.EARLIER_AGENT, 0, Purpose.EVALUATION),
         name="earlier",
     )
     return play_match(later, before, games, seed, max_turns, batch_size)

@@ -23,7 +23,7 @@ from lostcities.eval.br import best_response_match, head_to_head
 from lostcities.eval.match import MatchResult, PlayedMatch, paired_gain, play_match
 from lostcities.eval.players import AgentPlayer, BotPlayer
 from lostcities.games import lost_cities_spec as spec
-from lostcities.rng import Purpose, stream_key
+from lostcities.rng import EvaluationRole, Purpose, stream_key
 
 
 class SmallGameEvaluator:
@@ -92,8 +92,12 @@ def evaluation_match(
     same seed plays the same deals, seats and bot seeds, so two agents' results pair up
     game by game (match.paired_gain).
     """
-    player = AgentPlayer(agent, play, lambda i: stream_key(seed, i, 2, 0, Purpose.EVALUATION))
-    bot = BotPlayer.per_game(bot_name, lambda i: stream_key(seed, i, 1, 0, Purpose.EVALUATION))
+    player = AgentPlayer(
+        agent, play, lambda i: stream_key(seed, i, EvaluationRole.AGENT, 0, Purpose.EVALUATION)
+    )
+    bot = BotPlayer.per_game(
+        bot_name, lambda i: stream_key(seed, i, EvaluationRole.BOT, 0, Purpose.EVALUATION)
+    )
     return play_match(player, bot, games, seed, max_turns, batch_size)
 
 
@@ -161,7 +165,9 @@ class LostCitiesEvaluator:
         agent's match (each when asked for)."""
         cfg, metrics = self.cfg, {}
         if cfg.br_games:
-            model = trainer_agent(trainer, cfg.agent, stream_key(cfg.seed, 1, 0, 0, BR_MODEL))
+            model = trainer_agent(
+                trainer, cfg.agent, stream_key(cfg.seed, 1, 0, 0, Purpose.BR_MODEL)
+            )
             match = best_response_match(
                 agent, model, cfg.br_games, cfg.seed, cfg.br_redeals, cfg.br_candidates,
                 self.max_turns, cfg.br_agent_plies,
@@ -174,10 +180,6 @@ class LostCitiesEvaluator:
             )
             metrics.update(_match_metrics("eval/h2h", match.result))
         return metrics
-
-
-# Fourth word of the seed of the best response's copy of the agent: its own draws.
-BR_MODEL = 0xB12
 
 
 def _match_metrics(prefix: str, result: MatchResult) -> dict[str, float]:

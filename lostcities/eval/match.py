@@ -24,11 +24,7 @@ from typing import Protocol
 
 from lostcities.games.lost_cities import LostCitiesGame
 from lostcities.games.lost_cities_spec import DEFAULT_MAX_TURNS
-from lostcities.rng import stream_key
-
-# Fourth word of arena deal keys: keeps evaluation deals apart from training
-# deals of the same seed (those use the small traversal Purpose values).
-ARENA_STREAM = 0xA4E7A
+from lostcities.rng import Purpose, stream_key
 
 
 def _z(confidence: float) -> float:
@@ -71,7 +67,7 @@ def normal_interval(values: list[float], confidence: float = 0.95) -> tuple[floa
 
 def arena_deal_seed(seed: int, game_index: int) -> int:
     """Seed of game ``game_index``'s deal in a match seeded by ``seed``."""
-    return stream_key(seed, game_index, 0, 0, ARENA_STREAM)
+    return stream_key(seed, game_index, 0, 0, Purpose.ARENA_DEAL)
 
 
 @dataclass(frozen=True)

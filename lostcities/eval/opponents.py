@@ -49,11 +49,7 @@ from lostcities.games.lost_cities_spec import (
     card_rank,
     card_value,
 )
-from lostcities.rng import Stream, stream_key
-
-# Fourth word of a bot's stream key. Not a traversal Purpose: bot streams must
-# never coincide with training streams of the same seed.
-BOT_STREAM = 0xB07
+from lostcities.rng import Purpose, Stream, stream_key
 
 # A wager has face value 0 but is worth keeping (or denying) while its color is
 # still open to wagers; count it like a middling number card when discarding.
@@ -368,4 +364,4 @@ def make_bot(name: str, seed: int) -> Bot:
     """The bot called ``name``, drawing its randomness from a stream keyed by ``seed``."""
     if name not in BOTS:
         raise ValueError(f"unknown bot {name!r}; known bots: {', '.join(BOT_NAMES)}")
-    return BOTS[name](Stream(stream_key(seed, 0, 0, 0, BOT_STREAM)))
+    return BOTS[name](Stream(stream_key(seed, 0, 0, 0, Purpose.BOT)))

@@ -13,10 +13,9 @@ from collections.abc import Callable
 import numpy as np
 
 from lostcities.games._state import GameState
-from lostcities.rng import Purpose, Stream, stream_key
+from lostcities.rng import Purpose, Stream, ValueStream, stream_key
 
 CHANCE, TERMINAL = -1, -2
-VALUE_EXPLORE, VALUE_RECORD = 7, 8  # sub-stream words of a value traversal's key
 STATS = ("nodes", "terminals", "branch_nodes", "playouts", "queries", "query_rows")
 
 
@@ -118,8 +117,8 @@ class PyTraverser:
             return stream_key(base, word, 0, 0, 0)
 
         self._begin(key)
-        self.record = Stream(key(VALUE_RECORD))
-        self.explore_key = key(VALUE_EXPLORE)
+        self.record = Stream(key(ValueStream.RECORD))
+        self.explore_key = key(ValueStream.EXPLORE)
         self.vals: list[tuple] = []  # (compact history, playout, seat)
         root = self.prototype.copy()
         root.reset_from_state(key(Purpose.DEAL))

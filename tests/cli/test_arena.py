@@ -8,13 +8,13 @@ import numpy as np
 import pytest
 
 from lostcities.cli.agent_options import load_agent
-from lostcities.cli.arena import AGENT_STREAM, main, make_player, parse_args
+from lostcities.cli.arena import main, make_player, parse_args
 from lostcities.eval.agents import choose_actions
 from lostcities.eval.match import MatchResult, arena_deal_seed, play_match
 from lostcities.eval.opponents import BOT_NAMES, make_bot
 from lostcities.eval.players import BotPlayer
 from lostcities.games.lost_cities import LostCitiesGame
-from lostcities.rng import Stream, stream_key
+from lostcities.rng import Purpose, Stream, stream_key
 
 
 def test_cli_prints_a_table(capsys: pytest.CaptureFixture[str]) -> None:
@@ -65,7 +65,7 @@ def test_an_agent_files_game_i_is_keyed_by_its_slot_and_i(lost_cities_checkpoint
     bot = make_bot("random", stream_key(seed, 1))
     for i in range(games):
         game = LostCitiesGame.from_seed(arena_deal_seed(seed, i))
-        choices = Stream(stream_key(stream_key(seed, 2), i, 2, 0, AGENT_STREAM))
+        choices = Stream(stream_key(stream_key(seed, 2), i, 2, 0, Purpose.ARENA_AGENT))
         while not game.is_terminal:
             player, mask = game.current_player, game.legal_mask()[None]
             if player == i % 2:

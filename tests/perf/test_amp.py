@@ -26,7 +26,7 @@ from lostcities.config import (
 )
 from lostcities.games import make_game
 from lostcities.perf.amp import MixedPrecision
-from lostcities.rng import Purpose, stream_key
+from lostcities.rng import Purpose, stream_key, torch_seed
 
 
 class PreAmpTrainer(DeepCFRTrainer):
@@ -215,7 +215,7 @@ def test_reinitialising_in_place_is_bit_identical_to_a_fresh_network():
             trainer.network_cfg,
             trainer.game.encoding_size,
             trainer.game.num_actions,
-            seed=trainer_module._torch_seed(key),
+            seed=torch_seed(key),
         )
         assert_equal_tree(net.state_dict(), fresh.state_dict())
 
