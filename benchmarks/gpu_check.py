@@ -32,8 +32,14 @@ writes report.md / report.json (``arms[].verdict``, ``arms[].reason``) in ``DIR/
 and logs to MLflow in ``DIR/mlflow.db``; this script collects the verdicts into
 ``DIR/report.md``.
 
-Without CUDA it exits 2 with one line before doing anything else. Exit 1: a step failed
-or ran out of time; 0: every step ran (whatever the verdicts).
+The sweeps run in the reduced setting (``+experiment/setting=reduced``: the protocol's
+length, less work per iteration), so their verdicts are indicative and none ships or passes:
+shipping a switch needs the experiment at its own sizes.
+
+Exit codes: 2 without CUDA (one line, before doing anything else); 1 a step failed, ran out
+of time, or was skipped; 3 every step ran but a sweep wrote no report or an arm failed
+parity (``do not ship``, drift ``fail``: the GPU path changes what is learned beyond seed
+noise); 0 otherwise.
 """
 
 from __future__ import annotations
@@ -120,6 +126,7 @@ def sweep_command(step: str, out: Path, seeds: str) -> list[str]:
         "lostcities.train",
         "-m",
         f"+experiment={step}",
+        "+experiment/setting=reduced",  # below the protocol's sizes: indicative verdicts
         *GAME,
         *SIZES[step],
         f"run.seed={seeds}",
@@ -159,6 +166,34 @@ def _stop(process: subprocess.Popen) -> None:
             return
         except subprocess.TimeoutExpired:
             continue
+
+
+FAILED_VERDICTS = ("do not ship", "fail")  # parity failed: the path changes the learning
+SWEEPS = ("compile_ab", "amp_ab", "drift")
+
+
+def parity_failures(out: Path, outcomes: list[Outcome]) -> list[str]:
+    """What fails the check among sweeps that ran to the end: a missing report, or an arm
+    whose verdict says parity failed (one line each)."""
+    failures = []
+    for o in outcomes:
+        if o.step.name not in SWEEPS or not o.ok:
+            continue
+        path = out / o.step.name / "report.json"
+        if not path.exists():
+            failures.append(f"{o.step.name}: no report.json")
+            continue
+        for arm in json.loads(path.read_text())["arms"]:
+            if arm["verdict"] in FAILED_VERDICTS:
+                failures.append(f"{o.step.name}: {arm['label']}: {arm['verdict']}: {arm['reason']}")
+    return failures
+
+
+def exit_code(out: Path, outcomes: list[Outcome]) -> int:
+    """1 if a step did not run to the end, 3 if a verdict failed, else 0."""
+    if not all(o.ok for o in outcomes):
+        return 1
+    return 3 if parity_failures(out, outcomes) else 0
 
 
 def sweep_verdicts(sweep_dir: Path) -> list[str]:
@@ -208,7 +243,7 @@ def write_report(out: Path, outcomes: list[Outcome], budget: float) -> Path:
         lines += ["", f"## {o.step.name}: {o.status}", ""]
         if o.command:
             lines += [f"`{' '.join(o.command)}`", ""]
-        if o.step.name in ("compile_ab", "amp_ab", "drift") and o.command:
+        if o.step.name in SWEEPS and o.command:
             lines += sweep_verdicts(out / o.step.name)
         elif o.step.name == "inference" and o.log is not None:
             lines += bench_verdicts(o.log)
@@ -282,7 +317,9 @@ def main(argv: list[str] | None = None) -> int:
 
     report = write_report(out, outcomes, args.budget)
     print(f"report: {report}")
-    return 0 if all(o.ok for o in outcomes) else 1
+    for failure in parity_failures(out, outcomes):
+        print(f"gpu_check: {failure}", file=sys.stderr)
+    return exit_code(out, outcomes)
 
 
 if __name__ == "__main__":

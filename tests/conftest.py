@@ -187,6 +187,7 @@ def load_module(path: Path, name: str):
 
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses look their module up there while defined
     spec.loader.exec_module(module)
     return module
 

@@ -3,6 +3,8 @@ only when someone times something)."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from conftest import load_benchmark
 
@@ -29,3 +31,37 @@ def test_ray_benchmark_compares_the_executors_on_the_same_traversals(capsys):
     out = capsys.readouterr().out
     assert "same node counts in every arm: True" in out
     assert "ray / processes at 2 workers:" in out
+
+
+def test_the_gpu_check_fails_on_a_failed_verdict_or_a_missing_report(tmp_path):
+    """Every step ran: still exit 3 when an arm failed parity or a sweep wrote no report,
+    1 when a step did not run to the end, 0 only when all is well."""
+    check = load_benchmark("gpu_check")
+    steps = {s.name: s for s in check.STEPS}
+
+    def ran(name: str, status: str = "ok"):
+        return check.Outcome(steps[name], status, 1.0, ["cmd"])
+
+    def report(name: str, *verdicts: str) -> None:
+        arms = [{"label": f"arm{i}", "verdict": v, "reason": "r"} for i, v in enumerate(verdicts)]
+        (tmp_path / name).mkdir(exist_ok=True)
+        (tmp_path / name / "report.json").write_text(json.dumps({"arms": arms}))
+
+    outcomes = [ran("tests"), ran("compile_ab"), ran("drift")]
+    report("compile_ab", "baseline", "park")
+    report("drift", "baseline", "inconclusive")
+    assert check.exit_code(tmp_path, outcomes) == 0
+    report("drift", "baseline", "fail")
+    assert check.exit_code(tmp_path, outcomes) == 3
+    assert check.parity_failures(tmp_path, outcomes) == ["drift: arm1: fail: r"]
+    report("drift", "baseline", "inconclusive")
+    (tmp_path / "compile_ab" / "report.json").unlink()
+    assert check.parity_failures(tmp_path, outcomes) == ["compile_ab: no report.json"]
+    assert check.exit_code(tmp_path, [*outcomes[:2], ran("drift", "timed out after 9 s")]) == 1
+
+
+def test_the_gpu_check_sweeps_run_in_the_reduced_setting(tmp_path):
+    """Its sweeps are smaller than the protocol's: their verdicts must not ship."""
+    check = load_benchmark("gpu_check")
+    for step in check.SWEEPS:
+        assert "+experiment/setting=reduced" in check.sweep_command(step, tmp_path, "0,1")

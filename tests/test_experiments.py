@@ -597,7 +597,18 @@ def test_compile_ab_on_leduc_three_seeds(tmp_path, mlflow_uri):
     report = run_sweep(
         tmp_path, mlflow_uri, ["+experiment=compile_ab", "game=leduc", "network=wide"]
     )
-    assert "## Verdict" in report.read_text()
+    data = json.loads((report.parent / "report.json").read_text())
+    assert data["setting"] == "full" and len(data["arms"]) == 2
+    for arm in data["arms"]:
+        assert arm["seeds"] == [0, 1, 2] and arm["iterations"] == [10, 10, 10]
+        assert min(arm["timed_iterations"]) >= 8  # the protocol's count, iteration 1 dropped
+    compiled = data["arms"][1]
+    # the wide net is over the size gate and the protocol was met: a real verdict, by timing
+    assert compiled["parity_passed"], compiled["parity_problems"]
+    assert all(d["steps"] > 0 for d in compiled["drift"].values())
+    assert not compiled["reason"].startswith("cannot ship")
+    assert compiled["verdict"] == ("ship" if compiled["effect_mean"] >= 0.05 else "park")
+    assert f"**{compiled['label']}**: {compiled['verdict']}" in report.read_text()
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])

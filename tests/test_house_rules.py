@@ -262,11 +262,6 @@ def test_only_the_checkpoint_module_calls_torch_save_or_load():
     assert torch_io_uses(PACKAGE) == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="import cycle lostcities.cfr.workers <-> lostcities.cfr.ray_workers (the executor "
-    "factory in workers imports ray_workers); remove this marker once the cycle is gone",
-)
 def test_the_package_has_no_import_cycle():
     assert import_cycles(import_graph(PACKAGE)) == []
 
