@@ -149,26 +149,11 @@ def save_checkpoint(path: str | os.PathLike[str], payload: Mapping[str, object])
         _fsync_directory(path.parent)
 
 
-def load_checkpoint(
-    path: str | os.PathLike[str],
-    expect: Mapping[str, object] | None = None,
-    *,
-    required: Iterable[str] = (),
-    map_location: str | torch.device | None = "cpu",
-) -> dict[str, object]:
-    """Read a checkpoint written by :func:`save_checkpoint`; return its payload (no header).
-
-    ``expect``: top-level metadata the caller needs to match, e.g.
-    ``{"game": "leduc", "encoding_size": 30}`` (compared with ``==``; a missing
-    key is an error too). ``required``: further top-level keys that must exist.
-    ``map_location``: where tensors go (CPU by default; the caller moves nets to
-    its device).
-
-    Raises :class:`CheckpointError` with a one-line message naming the file for a
-    missing or unreadable file, a corrupt / truncated / non-torch file, a wrong
-    format header or version, missing keys and ``expect`` mismatches.
-    """
-    name = str(path)
+def _read_checked_header(
+    path: str | os.PathLike[str], name: str, map_location: str | torch.device | None
+) -> dict:
+    """The file's whole dict, after checking that it is a lostcities checkpoint of this
+    format version (CheckpointError, one line, otherwise)."""
     # Opening first separates "no such file" from "bad contents": torch.load on a
     # truncated file can itself raise OSError (a seek past the start: EINVAL).
     try:
@@ -201,6 +186,30 @@ def load_checkpoint(
             f"{name}: checkpoint format version {data.get('version')!r}, "
             f"this code reads version {FORMAT_VERSION}"
         )
+    return data
+
+
+def load_checkpoint(
+    path: str | os.PathLike[str],
+    expect: Mapping[str, object] | None = None,
+    *,
+    required: Iterable[str] = (),
+    map_location: str | torch.device | None = "cpu",
+) -> dict[str, object]:
+    """Read a checkpoint written by :func:`save_checkpoint`; return its payload (no header).
+
+    ``expect``: top-level metadata the caller needs to match, e.g.
+    ``{"game": "leduc", "encoding_size": 30}`` (compared with ``==``; a missing
+    key is an error too). ``required``: further top-level keys that must exist.
+    ``map_location``: where tensors go (CPU by default; the caller moves nets to
+    its device).
+
+    Raises :class:`CheckpointError` with a one-line message naming the file for a
+    missing or unreadable file, a corrupt / truncated / non-torch file, a wrong
+    format header or version, missing keys and ``expect`` mismatches.
+    """
+    name = str(path)
+    data = _read_checked_header(path, name, map_location)
     payload = {k: v for k, v in data.items() if k not in HEADER_KEYS}
 
     expect = dict(expect or {})

@@ -67,6 +67,18 @@ from lostcities.perf.step import TrainingStep
 from lostcities.rng import NetworkOwner, Purpose, Stream, stream_key, torch_seed
 
 
+def _new_memory(game: GameSpec, memory: MemoryConfig, capacity: int) -> ReservoirMemory:
+    """An empty reservoir of ``capacity`` compact samples of ``game``."""
+    return ReservoirMemory(
+        capacity,
+        game.compact_size,
+        game.num_actions,
+        game.expand,
+        game.max_legal_actions,
+        memory.precision,
+    )
+
+
 class DeepCFRTrainer:
     def __init__(
         self,
@@ -114,18 +126,10 @@ class DeepCFRTrainer:
             gate_batch=optim.advantage_batch_size,
         )
 
-        def new_memory(capacity: int) -> ReservoirMemory:
-            return ReservoirMemory(
-                capacity,
-                game.compact_size,
-                game.num_actions,
-                game.expand,
-                game.max_legal_actions,
-                memory.precision,
-            )
-
-        self.advantage_memories = [new_memory(memory.advantage_capacity) for _ in range(2)]
-        self.strategy_memory = new_memory(memory.strategy_capacity)
+        self.advantage_memories = [
+            _new_memory(game, memory, memory.advantage_capacity) for _ in range(2)
+        ]
+        self.strategy_memory = _new_memory(game, memory, memory.strategy_capacity)
         self.advantage_nets: list[torch.nn.Module | None] = [None, None]
         self.advantage_optimizers: list[torch.optim.Optimizer | None] = [None, None]
         # iteration_advantage_nets[p][t - 1]: player p's advantage weights after iteration t
@@ -142,16 +146,7 @@ class DeepCFRTrainer:
         if optim.augment_symmetries:  # a game with symmetries: lostcities/config_checks.py
             self.symmetries = tuple(torch.from_numpy(i).to(self.device) for i in game.symmetries)
         self.sigma = AdvantagePolicy.from_config(traversal, device, batch_invariant)
-        self.values: ValueLearner | None = None
-        if traversal.action_values == "learned":
-            self.values = ValueLearner(
-                spec.value,
-                traversal.value_traversals_per_player,
-                game,
-                seed,
-                self.device,
-                self.symmetries,
-            )
+        self.values = self._value_learner()
         self.executor = executor or InlineExecutor(spec)
         # progress(phase, done, total), for a display (lostcities/progress.py): phases
         # "traversal p0|p1", "advantage p0|p1" and "policy", each from done=0 to done=total
@@ -159,6 +154,16 @@ class DeepCFRTrainer:
         self.progress: Callable[[str, int, int], None] | None = None
 
     # --- building blocks --------------------------------------------------------------
+    def _value_learner(self) -> ValueLearner | None:
+        """sigma_t's learned history value (``traversal.action_values=learned``), else None."""
+        traversal = self.spec.traversal
+        if traversal.action_values != "learned":
+            return None
+        per_player = traversal.value_traversals_per_player
+        return ValueLearner(
+            self.spec.value, per_player, self.game, self.seed, self.device, self.symmetries
+        )
+
     def _new_net(self, purpose: int, iteration: int, player: int) -> torch.nn.Module:
         key = stream_key(self.seed, iteration, player, 0, purpose)
         net = build_network(
@@ -209,19 +214,8 @@ class DeepCFRTrainer:
                 )  # fmt: skip
                 value = _summed(value, learned)
             start = time.perf_counter()
-            ids = [TraversalId(t, player, k) for k in range(self.traversals_at(t))]
-            on_progress = None
-            if self.progress is not None:
-                on_progress = _phase_progress(self.progress, f"traversal p{player}", len(ids))
-            memory_stream = Stream(stream_key(self.seed, t, player, 0, Purpose.MEMORY))
-            if self.optim.advantage_target == "bootstrapped":
-                self.advantage_memories[player].clear()  # this iteration's samples only
-            for result in ordered_results(self.executor, ids, self.sigma, on_progress):
-                self.advantage_memories[player].add(*result.advantage, t, memory_stream)
-                self.strategy_memory.add(*result.strategy, t, memory_stream)
-                n_adv += len(result.advantage.states)
-                n_strat += len(result.strategy.states)
-                totals.update(result.stats)
+            added = self._traverse(t, player, totals)
+            n_adv, n_strat = n_adv + added[0], n_strat + added[1]
             time_traversal += time.perf_counter() - start
             if self.traversal_cfg.updates == "alternating":
                 start = time.perf_counter()
@@ -258,6 +252,26 @@ class DeepCFRTrainer:
             "time/traversal_seconds": time_traversal,
             "time/advantage_train_seconds": time_train,
         }
+
+    def _traverse(self, t: int, player: int, totals: Counter[str]) -> tuple[int, int]:
+        """Run ``player``'s traversals of iteration t and merge their samples into the
+        memories in ID order, adding their stats to ``totals``; (advantage, strategy)
+        samples added."""
+        ids = [TraversalId(t, player, k) for k in range(self.traversals_at(t))]
+        on_progress = None
+        if self.progress is not None:
+            on_progress = _phase_progress(self.progress, f"traversal p{player}", len(ids))
+        memory_stream = Stream(stream_key(self.seed, t, player, 0, Purpose.MEMORY))
+        if self.optim.advantage_target == "bootstrapped":
+            self.advantage_memories[player].clear()  # this iteration's samples only
+        n_adv = n_strat = 0
+        for result in ordered_results(self.executor, ids, self.sigma, on_progress):
+            self.advantage_memories[player].add(*result.advantage, t, memory_stream)
+            self.strategy_memory.add(*result.strategy, t, memory_stream)
+            n_adv += len(result.advantage.states)
+            n_strat += len(result.strategy.states)
+            totals.update(result.stats)
+        return n_adv, n_strat
 
     def traversals_at(self, t: int) -> int:
         """Traversals per player at iteration t."""
