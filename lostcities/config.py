@@ -359,9 +359,9 @@ class AmpConfig:
     unless ``on_cpu`` opts bf16 in."""
     on_cpu: bool = checked(False, boolean())
     """Run bf16 autocast on a CPU device too (``amp=bf16_cpu``) instead of falling back to
-    fp32: on an AVX512-BF16 CPU a wide MLP's training step measured 0.62x of fp32's time;
-    a CPU without bf16 instructions measured it 8-12x slower. fp16 stays fp32 on a CPU
-    whatever this says (measured 9-29x slower)."""
+    fp32: faster than fp32 on a CPU with bf16 instructions, many times slower on one
+    without (experiments/perf_switches/README.md). fp16 stays fp32 on a CPU whatever this
+    says."""
     init_scale: float = checked(65536.0, positive())
     """fp16: the GradScaler's initial loss scale."""
     growth_interval: int = checked(2000, integer(1))
@@ -483,8 +483,8 @@ class RunConfig:
     fit_threads: int = checked(0, integer(0))
     """torch intra-op threads while the trainer fits a network (0: ``run.threads``). The
     traversal workers wait meanwhile, so on a machine of its own a run can give the fits
-    every core (2 threads: 1.8x faster Lost Cities fits on 2 cores); on a shared machine
-    keep 0 (see ``run.threads``)."""
+    every core (README.md, "Threads, memory and disk"); on a shared machine keep 0 (see
+    ``run.threads``)."""
     progress: bool = checked(True, boolean())
     """Print a header line, live progress of each phase (a tqdm bar on a terminal, a plain
     line every 30 s otherwise) and a summary line per iteration; false prints nothing."""

@@ -130,7 +130,7 @@ CROSS_RULES: tuple[CrossRule, ...] = (
             "(reduce-overhead records CUDA graphs for fixed shapes only)"
         ),
     ),
-    # fp16 on a CPU measured 9-29x slower than fp32: only bf16 opts in (lostcities/perf/amp.py)
+    # fp16 on a CPU is many times slower than fp32: only bf16 opts in (lostcities/perf/amp.py)
     CrossRule(
         "amp.on_cpu",
         lambda c: not c.amp.on_cpu or c.amp.dtype == "bf16",

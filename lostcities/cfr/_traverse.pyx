@@ -46,8 +46,9 @@ seats' sides with that seat's final utility as the target. Every state after
 the random action is reached by sigma alone, so the targets are unbiased samples
 of sigma's value there.
 
-``lostcities/cfr/traversal.py`` is the documented wrapper, and holds the
-pure-Python twin used by the property tests.
+``lostcities/cfr/traversal.py`` is the documented wrapper;
+``lostcities/reference/traversal.py`` holds the pure-Python twin that the property tests
+drive beside it.
 """
 
 import numpy as np

@@ -35,11 +35,11 @@ class NetworkForward:
     measured in benchmarks/bench_inference.py); any other module runs one row per forward
     (a fixed shape, so a fixed BLAS path). Without it, an MLP on the CPU still takes the
     per-row kernel for batches of at most ``SMALL_BATCH`` rows: it skips the zero inputs
-    (~93 of Lost Cities' 1077) and torch's per-call overhead, 5.7x faster for one row and
-    about even at 64 (the traversal's trajectory queries are single rows); ``small_batch``
-    sets the bound (the value network, whose input is twice as sparse, runs it at every
-    size: ~20% faster than torch at 128-512 rows). Weights are read when this object is
-    made: build a new one after training the network.
+    (~93 of Lost Cities' 1077) and torch's per-call overhead, so it wins for single rows
+    (the traversal's trajectory queries) and breaks even by ``SMALL_BATCH``;
+    ``small_batch`` sets the bound (the value network, whose input is twice as sparse, runs
+    it at every size). benchmarks/bench_inference.py measures both. Weights are read when
+    this object is made: build a new one after training the network.
     """
 
     SMALL_BATCH = 64

@@ -9,7 +9,7 @@ only how that list is split across processes.
 Schemes (see ``_traverse.pyx`` for the algorithms):
 ``external``: textbook external sampling, for Kuhn and Leduc.
 ``rollout``: fixed-policy trajectory plus branching nodes valued by
-on-policy rollouts, for Lost Cities (and measured on Leduc). Its action values come
+on-policy rollouts, for Lost Cities (and checked on Leduc). Its action values come
 from playouts to the end or from sigma's learned history value (``action_values``).
 
 A traversal is a regret traversal (``kind`` ``regret``: advantage and strategy

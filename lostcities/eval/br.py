@@ -17,9 +17,9 @@ evaluation:
   itself scores zero by symmetry: seats alternate); a falling margin means the agent is
   harder to exploit this way. The searcher's copy of the agent draws its own per-game
   randomness (single Deep CFR's iteration), so it models the agent's mixture, not the
-  game's draw. Measured on the one-iteration default's seed-0 agent (80 games): the
-  margin was +13.6 [+8.2, +18.9] points with ``agent_plies`` 0 and +13.7 [+8.5, +18.8]
-  with 2, at twice the cost, so the default models the opponent by sigma_1's rule.
+  game's draw. The default models the opponent by sigma_1's rule (``agent_plies`` 0): the
+  agent's own plies gave the same margin at twice the cost
+  (experiments/lost_cities_learning/README.md, progress measures).
 - ``head_to_head``: the agent against an earlier agent of the same run, on the same deals
   with seats alternating; the later one should win.
 """

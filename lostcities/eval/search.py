@@ -61,12 +61,10 @@ class SearchConfig:
     redeal)."""
     candidates: int = 5
     """Candidates per decision: the blueprint's most probable legal actions (0: all legal
-    actions). The kept move (``keep``) is always one of them (``margin``). Five measured
-    better than all (2026-12-05, ``--search 64 --search-candidates N --bots
-    cautious,committer --games 200 --seed 777`` over three seeds' single Deep CFR:
-    experiments/lost_cities_default/README.md): fewer candidates are fewer chances to pick
-    one for its playout noise, and the ranking is where a trained blueprint's regrets enter
-    the search."""
+    actions). The kept move (``keep``) is always one of them (``margin``). Fewer candidates
+    are fewer chances to pick one for its playout noise, and the ranking is where a trained
+    blueprint's regrets enter the search (five against all: experiments/lost_cities_default/
+    README.md)."""
     rank: str = "probability"
     """What orders the candidates: the blueprint's probabilities (ties: the lower index),
     or, for a blueprint that plays regret matching (single Deep CFR, current), ``regret``:

@@ -12,13 +12,12 @@ precision.
 Low precision is active by default only where it is known to be fast: fp16 on CUDA,
 bf16 on CUDA when the GPU supports it. Anywhere else (a CPU) a requested fp16/bf16
 warns once and the run is fp32 on the unchanged ``amp=off`` path. CPU autocast is no
-reliable speed-up: the project's notes measured bf16 8-12x slower than fp32; on
-an AVX512-BF16 EPYC, benchmarks/bench_trainer_phase.py --force-cpu-amp measured
-fp16 9-29x slower and bf16 at 0.6x of fp32's step time on a quiet machine (wide
-MLP, 1-2 threads). So bf16 on a CPU is an explicit opt-in (``amp.on_cpu``, the
-``amp=bf16_cpu`` choice), to be judged by its own A/B and drift check; fp16 on a CPU
-stays refused. ``amp=off`` runs none of this module's step logic: the trainer keeps
-the pre-AMP code path.
+reliable speed-up: fp16 is many times slower than fp32 there, and bf16 is faster or
+slower by the CPU's bf16 instructions (benchmarks/bench_trainer_phase.py --force-cpu-amp;
+numbers in experiments/perf_switches/README.md). So bf16 on a CPU is an explicit opt-in
+(``amp.on_cpu``, the ``amp=bf16_cpu`` choice), to be judged by its own A/B and drift
+check; fp16 on a CPU stays refused. ``amp=off`` runs none of this module's step logic:
+the trainer keeps the pre-AMP code path.
 """
 
 from __future__ import annotations
@@ -127,7 +126,7 @@ def _unsupported_reason(dtype: torch.dtype, device: torch.device) -> str | None:
     """Why ``dtype`` would not speed up training on ``device`` (None: it would)."""
     if device.type == "cpu":
         if dtype == torch.float16:
-            return "the device is a CPU, where fp16 autocast measured 9-29x slower than fp32"
+            return "the device is a CPU, where fp16 autocast is many times slower than fp32"
         return (
             "the device is a CPU, where bf16 autocast depends on the CPU's bf16 support "
             "(opt in with amp=bf16_cpu)"

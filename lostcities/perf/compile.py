@@ -53,7 +53,7 @@ def load_clean_state_dict(module: torch.nn.Module, state: Mapping[str, torch.Ten
 # The compile design note's size gate (its "threshold rule"): hidden >= 1024, or layers >= 6,
 # or >= 2 attention layers, or an eager forward above ~150 us at the trainer's batch size on
 # the target GPU. Below all four, compile's dispatch overhead outweighs the fused kernels
-# (a 512x3 MLP measured slower compiled). The forward arm counts on a CUDA device only:
+# (experiments/perf_switches/README.md). The forward arm counts on a CUDA device only:
 # its 150 us was calibrated on a GPU, and a CPU's forward of any network exceeds it.
 GATE_HIDDEN, GATE_LAYERS, GATE_ATTENTION_LAYERS = 1024, 6, 2
 GATE_FORWARD_US = 150.0
