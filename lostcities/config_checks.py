@@ -11,7 +11,8 @@ what is expected::
 Each field's rule is declared beside the field in config.py (``checked(default, rule)``);
 :data:`RULES` collects them in the order of the dataclasses, and a field declared without
 a rule fails at import. :data:`CROSS_RULES` holds the combinations of values the code
-relies on.
+relies on. The commands of lostcities/cli check their own schemas with the same
+:func:`check_values` and the same one-line error (:func:`bad_value`).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 import types
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 from omegaconf import DictConfig, OmegaConf
@@ -30,12 +31,13 @@ from lostcities.config_rules import RULE, Rule
 
 
 class CrossRule(NamedTuple):
-    """A rule on a combination of fields, reported under ``key``: ``ok(cfg)`` and the
-    expected text, which may name the other fields' values."""
+    """A rule on a combination of fields of a config (a TrainConfig, or a command's),
+    reported under ``key``: ``ok(cfg)`` and the expected text, which may name the other
+    fields' values."""
 
     key: str
-    ok: Callable[[TrainConfig], bool]
-    expected: Callable[[TrainConfig], str]
+    ok: Callable[[Any], bool]
+    expected: Callable[[Any], str]
 
 
 def field_rules(cls: type = TrainConfig, prefix: str = "") -> dict[str, Rule]:
@@ -151,10 +153,14 @@ CROSS_RULES: tuple[CrossRule, ...] = (
 _ABSENT = object()
 
 
-def _get(cfg: TrainConfig, key: str) -> Any:
-    section, name = key.split(".")
-    node = getattr(cfg, section)
-    return _ABSENT if node is None else getattr(node, name)
+def _get(cfg: Any, key: str) -> Any:
+    """The value at dotted ``key`` of dataclass ``cfg``; _ABSENT under a section that is None."""
+    node = cfg
+    for name in key.split("."):
+        if node is None:
+            return _ABSENT
+        node = getattr(node, name)
+    return node
 
 
 def _show(value: object) -> str:
@@ -170,18 +176,30 @@ def _show(value: object) -> str:
     return " ".join(repr(value).split())
 
 
+def bad_value(key: str, value: object, expected: str) -> ValueError:
+    """The one-line error of every configuration check, training's and the commands'."""
+    return ValueError(f"{key}={_show(value)}: expected {expected}")
+
+
+def check_values(cfg: Any, rules: dict[str, Rule], cross: Sequence[CrossRule] = ()) -> None:
+    """Raise :func:`bad_value` for the first value of dataclass ``cfg`` that fails its rule
+    in ``rules`` (``{"section.field": rule}``, as :func:`field_rules` gives), then for the
+    first failing rule of ``cross``; keys under an absent section (None) are skipped."""
+    for key, rule in rules.items():
+        value = _get(cfg, key)
+        if value is not _ABSENT and not rule.ok(value):
+            raise bad_value(key, value, rule.expected)
+    for combination in cross:
+        if not combination.ok(cfg):
+            key = combination.key
+            raise bad_value(key, _get(cfg, key), combination.expected(cfg))
+
+
 def check_config(cfg: TrainConfig) -> None:
     """Raise ``ValueError("<key>=<value>: expected <what>")`` for the first bad value of
     ``cfg`` (fields in the order of config.py, then the cross-field rules); sections that
     are absent (``compile``, ``experiment``) are skipped."""
-    for key, rule in RULES.items():
-        value = _get(cfg, key)
-        if value is not _ABSENT and not rule.ok(value):
-            raise ValueError(f"{key}={_show(value)}: expected {rule.expected}")
-    for cross in CROSS_RULES:
-        if not cross.ok(cfg):
-            value = _show(_get(cfg, cross.key))
-            raise ValueError(f"{cross.key}={value}: expected {cross.expected(cfg)}")
+    check_values(cfg, RULES, CROSS_RULES)
 
 
 def typed_config(dict_cfg: DictConfig) -> TrainConfig:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import MISSING, field
+from dataclasses import MISSING, field, fields
 from typing import Any, NamedTuple
 
 RULE = "rule"
@@ -99,7 +99,8 @@ def one_of(names: Sequence[str]) -> Rule:
     return Rule(lambda v: isinstance(v, str) and v in names, "one of " + ", ".join(names))
 
 
-def names_from(names: Sequence[str]) -> Rule:
+def names_from(names: Sequence[str], *, empty: bool = True) -> Rule:
+    """A list of distinct names from ``names``; ``empty=False`` also refuses an empty one."""
     names = tuple(names)
 
     def ok(v: object) -> bool:
@@ -107,9 +108,11 @@ def names_from(names: Sequence[str]) -> Rule:
             isinstance(v, list | tuple)
             and all(isinstance(n, str) and n in names for n in v)
             and len(set(v)) == len(v)
+            and (empty or len(v) > 0)
         )
 
-    return Rule(ok, "a list of distinct names from " + ", ".join(names))
+    kind = "a list" if empty else "a non-empty list"
+    return Rule(ok, f"{kind} of distinct names from " + ", ".join(names))
 
 
 def texts() -> Rule:
@@ -117,6 +120,18 @@ def texts() -> Rule:
         lambda v: isinstance(v, list | tuple) and all(_is_text(s) for s in v),
         "a list of non-empty strings",
     )
+
+
+def optional(rule: Rule) -> Rule:
+    """``rule``, or None (the field's "not set": the code then picks or derives a value)."""
+    return Rule(lambda v: v is None or rule.ok(v), f"null or {rule.expected}")
+
+
+def rule_of(cls: type, name: str) -> Rule:
+    """The rule declared for field ``name`` of dataclass ``cls``, for another field that
+    takes the same values (a command's ``--games`` and training's ``eval.games``)."""
+    (declared,) = (f for f in fields(cls) if f.name == name)
+    return declared.metadata[RULE]
 
 
 def device() -> Rule:

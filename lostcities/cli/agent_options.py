@@ -1,13 +1,12 @@
 """Which agent an agent file plays in the front ends that seat one (lostcities.cli.arena,
-lostcities.cli.play): the ``--agent`` kinds and the default pick."""
+lostcities.cli.play): the default pick, and play-time search over it."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from lostcities.eval.agents import Agent, agents_from_checkpoint
-
-AGENT_CHOICES = ("sdcfr", "current", "policy")
+from lostcities.eval.search import SearchAgent, SearchConfig
 
 
 def load_agent(path: str | Path, kind: str | None, seed: int) -> Agent:
@@ -23,3 +22,16 @@ def load_agent(path: str | Path, kind: str | None, seed: int) -> Agent:
         # No per-iteration nets (an older file), or no usable file at all: the second load
         # either succeeds or raises the error that applies to every kind.
         return agents_from_checkpoint(path, ["current"], seed)["current"]
+
+
+def searched(agent: Agent, config: SearchConfig) -> SearchAgent:
+    """``agent`` played through the search of ``config``. Raises ValueError where
+    ``--search-value-blend`` asks for learned advantages the agent does not have: which
+    agent a file holds is known only once it is loaded (lostcities.cli.evaluate, which
+    searches sigma_1 with a blend as the baseline it is, checks its agent kinds up front)."""
+    if config.value_blend > 0 and not hasattr(agent, "advantages"):
+        raise ValueError(
+            f"--search-value-blend: agent {agent.name!r} has no learned advantages to blend "
+            "(single Deep CFR, --agent sdcfr, has)"
+        )
+    return SearchAgent(agent, config)

@@ -1,7 +1,10 @@
 """Evaluate trained Lost Cities runs against the bots, paired with sigma_1.
 
-    python -m lostcities.cli.evaluate RUN0.pt RUN1.pt RUN2.pt --games 400 \\
+    lostcities evaluate RUN0.pt RUN1.pt RUN2.pt --games 400 \\
         --agents policy,current,sdcfr --play greedy,sampled --json report.json
+
+(or ``python -m lostcities.cli.evaluate``; the options are the fields of EvaluateConfig,
+lostcities/cli/config.py).
 
 Each checkpoint is one training seed. For every agent kind (lostcities/eval/agents.py),
 play mode and bot, the agent plays ``--games`` games (deals, seats and bot seeds fixed by
@@ -28,125 +31,79 @@ searcher's model of the agent drawing its own randomness), the baseline's with
 
 from __future__ import annotations
 
-import argparse
 import json
 import multiprocessing
 import sys
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from statistics import fmean
 
 import torch
 
-from lostcities.cli.search_options import add_search_arguments, search_config_from_args
-from lostcities.eval.agents import AGENT_KINDS, PLAY_MODES, agents_from_checkpoint
+from lostcities.cli.config import EVALUATE_CROSS_RULES, EvaluateConfig
+from lostcities.cli.options import parse
+from lostcities.eval.agents import agents_from_checkpoint
 from lostcities.eval.br import best_response_match
 from lostcities.eval.evaluators import evaluation_match
 from lostcities.eval.match import normal_interval, paired_gain, pooled_paired_gain
-from lostcities.eval.opponents import BOT_NAMES
 from lostcities.eval.search import SearchAgent
 
-DEFAULT_BOTS = "random,discard_only,eager,cautious,committer,sigma1_greedy"
+
+def parse_args(argv: Sequence[str] | None) -> EvaluateConfig:
+    """The command line as a checked EvaluateConfig (lostcities/cli/config.py); the
+    search's streams are keyed by the match seed."""
+    cfg = parse(
+        EvaluateConfig,
+        argv,
+        prog="lostcities evaluate",
+        description=__doc__.split("\n\n")[0],
+        cross=EVALUATE_CROSS_RULES,
+    )
+    if cfg.search is not None:
+        cfg = replace(cfg, search=replace(cfg.search, seed=cfg.seed))
+    return cfg
 
 
-def _names(text: str, allowed: Sequence[str], flag: str) -> list[str]:
-    names = [n for n in text.split(",") if n]
-    bad = [n for n in names if n not in allowed]
-    if bad or not names:
-        raise SystemExit(f"error: {flag} takes names from {', '.join(allowed)}; got {text!r}")
-    return names
-
-
-def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        prog="python -m lostcities.cli.evaluate", description=__doc__.split("\n\n")[0]
-    )
-    parser.add_argument("checkpoints", nargs="+", metavar="CHECKPOINT", help="one per seed")
-    parser.add_argument("--agents", default="policy,current,sdcfr", help="agent kinds")
-    parser.add_argument("--play", default="greedy,sampled", help="play modes")
-    parser.add_argument("--bots", default=DEFAULT_BOTS, help="bots to play")
-    parser.add_argument("--games", type=int, default=400, help="games per bot (default 400)")
-    parser.add_argument("--seed", type=int, default=12345, help="match seed (default 12345)")
-    parser.add_argument("--batch-size", type=int, default=400, help="games stepped together")
-    parser.add_argument("--threads", type=int, default=1, help="torch threads per process")
-    parser.add_argument(
-        "--jobs", type=int, default=1, help="checkpoints evaluated in parallel processes"
-    )
-    parser.add_argument("--json", metavar="FILE", help="also write every number here")
-    parser.add_argument(
-        "--iteration", type=int, metavar="K", help="the agents after iteration K (default: last)"
-    )
-    parser.add_argument(
-        "--versus-iteration",
-        type=int,
-        metavar="J",
-        dest="versus",
-        help="pair with the same run's agent after iteration J instead of sigma_1",
-    )
-    parser.add_argument(
-        "--br-games", type=int, default=0, metavar="N", help="best-response games per agent"
-    )
-    add_search_arguments(parser)
-    args = parser.parse_args(argv)
-    if args.jobs < 1 or args.threads < 1:
-        parser.error(f"--jobs and --threads must be >= 1, got {args.jobs} and {args.threads}")
-    if args.games <= 0 or args.games % 2:
-        parser.error(f"--games must be a positive even number (seats alternate), got {args.games}")
-    if args.br_games < 0 or args.br_games % 2:
-        parser.error(f"--br-games must be an even number >= 0, got {args.br_games}")
-    for flag, value in (("--iteration", args.iteration), ("--versus-iteration", args.versus)):
-        if value is not None and value < 1:
-            parser.error(f"{flag} must be >= 1, got {value}")
-    args.agents = _names(args.agents, [k for k in AGENT_KINDS if k != "sigma1"], "--agents")
-    args.play = _names(args.play, PLAY_MODES, "--play")
-    args.bots = _names(args.bots, BOT_NAMES, "--bots")
-    try:
-        args.search_config = search_config_from_args(args, args.seed)
-    except ValueError as e:
-        parser.error(str(e))
-    if args.search:
-        if args.search_value_blend > 0 and args.agents != ["sdcfr"]:
-            parser.error(
-                "--search-value-blend: only sdcfr has learned advantages to blend, got "
-                f"--agents {','.join(args.agents)}"
-            )
-        args.play = ["search"]  # one-hot choices: sampled and greedy coincide
-    return args
+def play_modes(cfg: EvaluateConfig) -> list[str]:
+    """The play modes of the table: ``search`` under search (its choices are one-hot, so
+    sampled and greedy coincide), else the configured ones."""
+    return ["search"] if cfg.search is not None else cfg.play
 
 
 def evaluate_checkpoint(
-    path: str, kinds: Sequence[str], args: argparse.Namespace, iteration: int | None = None
+    path: str, kinds: Sequence[str], cfg: EvaluateConfig, iteration: int | None = None
 ) -> dict:
     """{(kind, play, bot): (MatchResult, search ms per move or None)} for the agents
     ``kinds`` of one checkpoint (as after ``iteration``; None: its last), {("br", kind):
     the best response's MatchResult} with ``--br-games``, and {"initial_strategy": name}."""
     wanted = [*kinds, "sigma1"] if "sigma1" not in kinds else list(kinds)
-    agents = agents_from_checkpoint(path, wanted, seed=args.seed, iteration=iteration)
+    agents = agents_from_checkpoint(path, wanted, seed=cfg.seed, iteration=iteration)
     out = {"initial_strategy": agents["sigma1"].rule}
-    for play in args.play:
-        for bot in args.bots:
+    for play in play_modes(cfg):
+        for bot in cfg.bots:
             for kind in kinds:
                 agent, mode = agents[kind], play
                 if play == "search":
-                    agent, mode = SearchAgent(agent, args.search_config), "greedy"
+                    agent, mode = SearchAgent(agent, cfg.search), "greedy"
                 match = evaluation_match(
-                    agent, bot, args.games, args.seed, args.batch_size, play=mode
+                    agent, bot, cfg.games, cfg.seed, cfg.batch_size, play=mode
                 ).result
                 per_move = 1000 * agent.seconds / agent.decisions if play == "search" else None
                 out[(kind, play, bot)] = (match, per_move)
-    if args.br_games and "sigma1" not in kinds:  # sigma_1 is a baseline, never the agent
-        models = agents_from_checkpoint(path, kinds, seed=args.seed + 1, iteration=iteration)
+    if cfg.br_games and "sigma1" not in kinds:  # sigma_1 is a baseline, never the agent
+        models = agents_from_checkpoint(path, kinds, seed=cfg.seed + 1, iteration=iteration)
         for kind in kinds:
-            match = best_response_match(agents[kind], models[kind], args.br_games, args.seed)
+            match = best_response_match(agents[kind], models[kind], cfg.br_games, cfg.seed)
             out[("br", kind)] = match.result
     return out
 
 
 def _evaluate_in_worker(
-    path: str, kinds: Sequence[str], args: argparse.Namespace, iteration: int | None
+    path: str, kinds: Sequence[str], cfg: EvaluateConfig, iteration: int | None
 ) -> dict:
-    torch.set_num_threads(args.threads)
-    return evaluate_checkpoint(path, kinds, args, iteration)
+    torch.set_num_threads(cfg.threads)
+    return evaluate_checkpoint(path, kinds, cfg, iteration)
 
 
 def pair_with_baseline(agent_results: list[dict], baselines: list[dict]) -> list[dict]:
@@ -185,28 +142,30 @@ def _spread(values: list[float], fmt: str) -> str:
     return f"{format(fmean(values), fmt)} ({format(min(values), fmt)}..{format(max(values), fmt)})"
 
 
-def report(results: list[dict], args: argparse.Namespace) -> tuple[str, list[dict]]:
+def report(results: list[dict], cfg: EvaluateConfig) -> tuple[str, list[dict]]:
     """Markdown table and JSON rows over the checkpoints."""
     baseline = (
-        "sigma_1" if args.versus is None else f"the run's agent after iteration {args.versus}"
+        "sigma_1"
+        if cfg.versus_iteration is None
+        else f"the run's agent after iteration {cfg.versus_iteration}"
     )
-    at = "" if args.iteration is None else f"agents after iteration {args.iteration}; "
+    at = "" if cfg.iteration is None else f"agents after iteration {cfg.iteration}; "
     lines = [
-        f"{len(results)} checkpoint(s), {at}{args.games} games per bot, match seed {args.seed}; "
+        f"{len(results)} checkpoint(s), {at}{cfg.games} games per bot, match seed {cfg.seed}; "
         f"mean (min..max over checkpoints); gain = agent minus {baseline} on the same games, "
         "95% interval over the games (each game's differences averaged over the checkpoints)",
         "",
         "| agent | play | bot | win rate | score diff | baseline win rate | gain win rate "
-        "[95%] | gain score [95%] |" + (" ms/move |" if args.search else ""),
+        "[95%] | gain score [95%] |" + (" ms/move |" if cfg.search is not None else ""),
         "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: |"
-        + (" ---: |" if args.search else ""),
+        + (" ---: |" if cfg.search is not None else ""),
     ]
-    if args.search:
-        lines[0] += f"; search: {args.search_config}"
+    if cfg.search is not None:
+        lines[0] += f"; search: {cfg.search}"
     rows = []
-    for kind in args.agents:
-        for play in args.play:
-            for bot in args.bots:
+    for kind in cfg.agents:
+        for play in play_modes(cfg):
+            for bot in cfg.bots:
                 triples = [r[(kind, play, bot)] for r in results]
                 pairs = [(a, b) for a, b, _ in triples]
                 per_move = [ms for _, _, ms in triples if ms is not None]
@@ -247,22 +206,22 @@ def report(results: list[dict], args: argparse.Namespace) -> tuple[str, list[dic
                         "sigma1_score_diffs": list(pairs[0][1].diffs),
                     }
                 )
-    if args.br_games:
-        lines += ["", *best_response_report(results, args, rows)]
+    if cfg.br_games:
+        lines += ["", *best_response_report(results, cfg, rows)]
     return "\n".join(lines), rows
 
 
-def best_response_report(results: list[dict], args: argparse.Namespace, rows: list) -> list[str]:
+def best_response_report(results: list[dict], cfg: EvaluateConfig, rows: list) -> list[str]:
     """The best response's margin against each agent (and the baseline's, and their paired
     difference: agent's margin minus the baseline's, pooled over the checkpoints)."""
     lines = [
-        f"best response ({args.br_games} games per agent): its mean score difference against "
+        f"best response ({cfg.br_games} games per agent): its mean score difference against "
         "the agent, 95% interval over the games",
         "",
         "| agent | margin [95%] | baseline's margin | margin minus baseline's [95%] |",
         "| --- | ---: | ---: | ---: |",
     ]
-    for kind in args.agents:
+    for kind in cfg.agents:
         against = [r[("br", kind)] for r in results]  # (vs agent, vs baseline or None)
         margins = [a.mean_diff() for a, _ in against]
         pooled = [sum(d) / len(d) for d in zip(*(a.diffs for a, _ in against), strict=True)]
@@ -284,19 +243,19 @@ def best_response_report(results: list[dict], args: argparse.Namespace, rows: li
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parse_args(argv)
-    torch.set_num_threads(args.threads)
+    cfg = parse_args(argv)
+    torch.set_num_threads(cfg.threads)
     start = time.perf_counter()
-    if args.versus is None:
+    if cfg.versus_iteration is None:
         # sigma_1 is the same rule for every checkpoint (checked): it plays once, as task 0
-        baselines = [(args.checkpoints[0], ["sigma1"], args, None)]
+        baselines = [(cfg.checkpoints[0], ["sigma1"], cfg, None)]
     else:  # each run against its own earlier agents
-        baselines = [(path, args.agents, args, args.versus) for path in args.checkpoints]
-    tasks = baselines + [(path, args.agents, args, args.iteration) for path in args.checkpoints]
+        baselines = [(path, cfg.agents, cfg, cfg.versus_iteration) for path in cfg.checkpoints]
+    tasks = baselines + [(path, cfg.agents, cfg, cfg.iteration) for path in cfg.checkpoints]
     try:
-        if args.jobs > 1:  # one process per task: the matches are independent
+        if cfg.jobs > 1:  # one process per task: the matches are independent
             context = multiprocessing.get_context("spawn")
-            with context.Pool(min(args.jobs, len(tasks))) as pool:
+            with context.Pool(min(cfg.jobs, len(tasks))) as pool:
                 done = pool.starmap(_evaluate_in_worker, tasks)
         else:
             done = [evaluate_checkpoint(*task) for task in tasks]
@@ -305,16 +264,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     print(f"evaluated in {time.perf_counter() - start:.0f} s", file=sys.stderr)
-    table, rows = report(results, args)
+    table, rows = report(results, cfg)
     print(table)
-    if args.json:
-        with open(args.json, "w") as f:
+    if cfg.json:
+        with open(cfg.json, "w") as f:
             json.dump(
                 {
-                    "checkpoints": args.checkpoints,
-                    "games": args.games,
-                    "seed": args.seed,
-                    "search": str(args.search_config) if args.search else None,
+                    "checkpoints": cfg.checkpoints,
+                    "games": cfg.games,
+                    "seed": cfg.seed,
+                    "search": str(cfg.search) if cfg.search is not None else None,
                     "rows": rows,
                 },
                 f,

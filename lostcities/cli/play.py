@@ -1,7 +1,10 @@
 """Play Lost Cities against a trained agent in the terminal.
 
-    python -m lostcities.cli.play outputs/DAY/TIME_lost_cities/agent.pt [--agent sdcfr]
+    lostcities play outputs/DAY/TIME_lost_cities/agent.pt [--agent sdcfr]
         [--search 64] [--play sampled] [--seed N] [--seat 0]
+
+(or ``python -m lostcities.cli.play``; the options are the fields of PlayConfig,
+lostcities/cli/config.py).
 
 Moves are typed by short names (case-insensitive) or by their number in the list shown:
     p R5     play the red 5 on your red expedition   (colors Y B W G R, wager 'w': p Bw)
@@ -15,17 +18,16 @@ so a game can also be driven by a pipe.
 
 from __future__ import annotations
 
-import argparse
 import re
 import secrets
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TextIO
 
-from lostcities.cli.agent_options import AGENT_CHOICES, load_agent
-from lostcities.cli.search_options import add_search_arguments, search_config_from_args, searched
-from lostcities.eval.agents import PLAY_MODES
+from lostcities.cli.agent_options import load_agent, searched
+from lostcities.cli.config import PlayConfig
+from lostcities.cli.options import parse
 from lostcities.eval.match import arena_deal_seed
 from lostcities.eval.players import AgentPlayer
 from lostcities.games import lost_cities_spec as spec
@@ -331,51 +333,39 @@ def _new_cards(before: list[int], after: list[int]) -> list[int]:
 # --- command line -------------------------------------------------------------------------
 
 
-def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        prog="python -m lostcities.cli.play",
+def parse_args(argv: Sequence[str] | None) -> PlayConfig:
+    """The command line as a checked PlayConfig (lostcities/cli/config.py)."""
+    return parse(
+        PlayConfig,
+        argv,
+        prog="lostcities play",
         description="Play Lost Cities against a trained agent.",
     )
-    parser.add_argument("path", metavar="AGENT_FILE", help="a run's agent.pt or a checkpoint")
-    parser.add_argument(
-        "--agent", choices=AGENT_CHOICES, help="kind to play (default: sdcfr if the file has it)"
-    )
-    parser.add_argument("--play", choices=PLAY_MODES, default="sampled", help="default sampled")
-    parser.add_argument("--seed", type=int, help="deal seed (default: a fresh one, printed)")
-    parser.add_argument("--seat", type=int, choices=(0, 1), default=0, help="0 moves first")
-    add_search_arguments(parser)
-    args = parser.parse_args(argv)
-    try:
-        search_config_from_args(args, 0)  # checked here; keyed by the game's seed in main
-    except ValueError as e:
-        parser.error(str(e))
-    return args
 
 
 def main(
     argv: Sequence[str] | None = None, stdin: TextIO | None = None, stdout: TextIO | None = None
 ) -> int:
-    args = parse_args(argv)
+    cfg = parse_args(argv)
     stdin, stdout = stdin or sys.stdin, stdout or sys.stdout
     # A fresh seed only picks the deal; it is printed so the game can be replayed.
-    seed = args.seed if args.seed is not None else secrets.randbelow(1_000_000)
+    seed = cfg.seed if cfg.seed is not None else secrets.randbelow(1_000_000)
     try:
-        agent = load_agent(args.path, args.agent, seed)
-        search = search_config_from_args(args, seed)
-        if search is not None:
-            agent = searched(agent, search)
+        agent = load_agent(cfg.path, cfg.agent, seed)
+        if cfg.search is not None:
+            agent = searched(agent, replace(cfg.search, seed=seed))
     except (OSError, ValueError) as e:  # CheckpointError is a ValueError
         print(f"error: {e}", file=sys.stderr)
         return 2
     game = LostCitiesGame.from_seed(arena_deal_seed(seed, GAME))
-    order = "first" if args.seat == 0 else "second"
+    order = "first" if cfg.seat == 0 else "second"
     print(
-        f"Lost Cities against {args.path} [{agent.name}, {args.play}]; you move {order}; "
+        f"Lost Cities against {cfg.path} [{agent.name}, {cfg.play}]; you move {order}; "
         f"seed {seed}. Type ? for help, q to quit.",
         file=stdout,
     )
-    player = AgentPlayer(agent, args.play, lambda i: stream_key(seed, i, 0, 0, Purpose.PLAY_AGENT))
-    session = Session(game, player, args.seat, stdin, stdout)
+    player = AgentPlayer(agent, cfg.play, lambda i: stream_key(seed, i, 0, 0, Purpose.PLAY_AGENT))
+    session = Session(game, player, cfg.seat, stdin, stdout)
     try:
         session.run()
     except Quit:

@@ -45,6 +45,8 @@ import numpy as np
 
 from lostcities.cfr._heuristic import heuristic_playouts as _heuristic_playouts
 from lostcities.cfr.initial import EXPLORE, OPEN_POINTS, RANK_VALUES
+from lostcities.config_checks import check_values, field_rules
+from lostcities.config_rules import checked, integer, non_negative, number_in, one_of, seed
 from lostcities.eval.agents import choose_actions
 from lostcities.rng import Purpose, Stream, stream_key
 
@@ -56,16 +58,16 @@ RANK_RULES = ("probability", "regret")
 
 @dataclass(frozen=True)
 class SearchConfig:
-    determinizations: int = 64
+    determinizations: int = checked(64, integer(1))
     """Redeals of the hidden cards per decision (each candidate is played out once per
     redeal)."""
-    candidates: int = 5
+    candidates: int = checked(5, integer(0))
     """Candidates per decision: the blueprint's most probable legal actions (0: all legal
     actions). The kept move (``keep``) is always one of them (``margin``). Fewer candidates
     are fewer chances to pick one for its playout noise, and the ranking is where a trained
     blueprint's regrets enter the search (five against all: experiments/lost_cities_default/
     README.md)."""
-    rank: str = "probability"
+    rank: str = checked("probability", one_of(RANK_RULES))
     """What orders the candidates: the blueprint's probabilities (ties: the lower index),
     or, for a blueprint that plays regret matching (single Deep CFR, current), ``regret``:
     regret matching's input, the same order wherever the probabilities differ, which also
@@ -73,54 +75,40 @@ class SearchConfig:
     phase-0 moves a positive probability in ~60% of decisions: the other candidates were
     the lowest-index moves). Other blueprints (sigma_1, the policy net) rank by
     probability either way."""
-    rollout: str = "heuristic"
+    rollout: str = checked("heuristic", one_of(ROLLOUT_POLICIES))
     """Who plays both seats in the playouts: ``heuristic`` (sigma_1's rule, in C) or
     ``blueprint`` (the agent searched over, sampled; batched forwards across every playout
     in flight; ~10x the cost per playout)."""
-    blueprint_plies: int = 0
+    blueprint_plies: int = checked(0, integer(0))
     """With ``rollout=heuristic``: the first this many decisions of each playout are the
     blueprint's (sampled), the heuristic plays the rest; the opponent's next answer then
     comes from the learned strategy at a fraction of full blueprint playouts' cost."""
-    rollout_play: str = "greedy"
+    rollout_play: str = checked("greedy", one_of(ROLLOUT_PLAYS))
     """How the heuristic plays its playouts: ``greedy`` (its best action) or ``sampled``
     (sigma_1 itself: 10% uniform)."""
-    keep: str = "greedy"
+    keep: str = checked("greedy", one_of(KEEP_RULES))
     """The move played unless another candidate is clearly better (``margin``): the
     blueprint's most probable action (``greedy``) or one sampled from the blueprint
     (``sampled``: a mixed blueprint such as single Deep CFR's sigma_t plays sampled, and
     its argmax can be weaker than its samples)."""
-    margin: float = 2.0
+    margin: float = checked(2.0, non_negative())
     """Play the kept move (``keep``) unless another candidate beats it by more than
     ``margin`` standard errors of the paired difference over the redeals (0: plain argmax
     of the mean). Guards against picking a move for its playout noise."""
-    value_blend: float = 0.0
+    value_blend: float = checked(0.0, number_in("[0, 1)", lambda b: 0 <= b < 1))
     """lambda in [0, 1): weight of the blueprint's learned advantages (``advantages``:
     single Deep CFR's predicted regrets, in points) in each candidate's value, beside
     1 - lambda of its playout mean; the margin's standard error is the playouts' share.
     0: the playouts alone. A blueprint without learned advantages (sigma_1 searched as the
     baseline, the policy net) is searched by its playouts alone."""
-    seed: int = 0
+    seed: int = checked(0, seed())
     """Keys the redeal and playout streams."""
 
     def __post_init__(self) -> None:
-        if self.determinizations < 1:
-            raise ValueError(f"determinizations must be >= 1, got {self.determinizations}")
-        if self.candidates < 0:
-            raise ValueError(f"candidates must be >= 0, got {self.candidates}")
-        if self.blueprint_plies < 0:
-            raise ValueError(f"blueprint_plies must be >= 0, got {self.blueprint_plies}")
-        if self.rollout not in ROLLOUT_POLICIES:
-            raise ValueError(f"rollout must be one of {ROLLOUT_POLICIES}, got {self.rollout!r}")
-        if self.rollout_play not in ROLLOUT_PLAYS:
-            raise ValueError(
-                f"rollout_play must be one of {ROLLOUT_PLAYS}, got {self.rollout_play!r}"
-            )
-        if self.keep not in KEEP_RULES:
-            raise ValueError(f"keep must be one of {KEEP_RULES}, got {self.keep!r}")
-        if self.rank not in RANK_RULES:
-            raise ValueError(f"rank must be one of {RANK_RULES}, got {self.rank!r}")
-        if not 0.0 <= self.value_blend < 1.0:
-            raise ValueError(f"value_blend must be in [0, 1), got {self.value_blend}")
+        check_values(self, _SEARCH_RULES)  # each field's rule, as a command line checks it
+
+
+_SEARCH_RULES = field_rules(SearchConfig)
 
 
 def _explore(rollout_play: str) -> float:

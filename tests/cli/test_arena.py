@@ -119,5 +119,5 @@ def test_cli_search_options_reach_the_search(
 def test_cli_rejects_a_turn_cap_out_of_range(max_turns: str, capsys) -> None:
     with pytest.raises(SystemExit, match="2"):
         main(["cautious", "random", "--max-turns", max_turns])
-    err = capsys.readouterr().err.strip().splitlines()[-1]
-    assert err.endswith(f"error: --max-turns: max_turns must be in [1, 30000], got {max_turns}")
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"error: max_turns={max_turns}: expected an integer in [1, 30000]"]

@@ -48,8 +48,12 @@ def test_evaluate_command_searches_agents_and_sigma1_alike(
 
 
 def test_evaluate_command_rejects_bad_input(lost_cities_checkpoint, tmp_path, capsys):
-    with pytest.raises(SystemExit, match="--agents takes names from"):
+    with pytest.raises(SystemExit, match="2"):
         evaluate_cli.main([str(lost_cities_checkpoint), "--agents", "policy,clever"])
+    assert capsys.readouterr().err == (
+        "error: agents=[policy, clever]: expected a non-empty list of distinct names from "
+        "policy, current, sdcfr\n"
+    )
     assert evaluate_cli.main([str(tmp_path / "missing.pt")]) == 2
     assert "missing.pt" in capsys.readouterr().err
 

@@ -183,15 +183,16 @@ def test_agent_playouts_end_every_game_and_score_from_the_viewer():
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"determinizations": 0}, "determinizations must be >= 1"),
-        ({"candidates": -1}, "candidates must be >= 0"),
-        ({"rollout": "oracle"}, "rollout must be one of"),
-        ({"rollout_play": "wild"}, "rollout_play must be one of"),
-        ({"blueprint_plies": -1}, "blueprint_plies must be >= 0"),
-        ({"keep": "best"}, "keep must be one of"),
-        ({"rank": "value"}, "rank must be one of"),
-        ({"value_blend": 1.0}, r"value_blend must be in \[0, 1\)"),
-        ({"value_blend": -0.1}, r"value_blend must be in \[0, 1\)"),
+        ({"determinizations": 0}, "determinizations=0: expected an integer >= 1"),
+        ({"candidates": -1}, "candidates=-1: expected an integer >= 0"),
+        ({"rollout": "oracle"}, "rollout=oracle: expected one of blueprint, heuristic"),
+        ({"rollout_play": "wild"}, "rollout_play=wild: expected one of greedy, sampled"),
+        ({"blueprint_plies": -1}, "blueprint_plies=-1: expected an integer >= 0"),
+        ({"keep": "best"}, "keep=best: expected one of greedy, sampled"),
+        ({"rank": "value"}, "rank=value: expected one of probability, regret"),
+        ({"margin": -1.0}, "margin=-1.0: expected a finite number >= 0"),
+        ({"value_blend": 1.0}, r"value_blend=1.0: expected a number in \[0, 1\)"),
+        ({"value_blend": -0.1}, r"value_blend=-0.1: expected a number in \[0, 1\)"),
     ],
 )
 def test_search_config_rejects_bad_values(kwargs, message):
