@@ -65,15 +65,9 @@ def build_evaluator(cfg: TrainConfig, game: GameSpec):
     """Exact exploitability on Kuhn and Leduc, matches against the bots on Lost Cities."""
     from lostcities.eval.evaluators import LostCitiesEvaluator, SmallGameEvaluator
 
-    if game.name == "lost_cities":
-        return LostCitiesEvaluator(cfg.eval, cfg.game.max_turns)
-    if game.name == "kuhn":
-        from lostcities.games.kuhn import KuhnGame
-
-        return SmallGameEvaluator(KuhnGame.new())
-    from lostcities.games.leduc import LeducGame
-
-    return SmallGameEvaluator(LeducGame.new())
+    if game.exact_root is not None:  # the game's name was dispatched once, by make_game
+        return SmallGameEvaluator(game.exact_root())
+    return LostCitiesEvaluator(cfg.eval, cfg.game.max_turns)
 
 
 def train(

@@ -7,12 +7,17 @@ returned ``GameSpec``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from lostcities.config import GameConfig
 from lostcities.games._state import GameState, expand_rows
+
+if TYPE_CHECKING:
+    from lostcities.games.small_game import SmallGame
 
 
 @dataclass(frozen=True)
@@ -23,7 +28,9 @@ class GameSpec:
     encoding_size: int
     compact_size: int  # bytes of one compact information state (GameState.compact)
     max_legal_actions: int  # the most legal actions a decision can have
-    small: bool  # exact exploitability is computable (Kuhn, Leduc)
+    # a fresh game of the Python wrapper whose whole tree exact exploitability walks
+    # (Kuhn, Leduc); None where the tree is too large (Lost Cities)
+    exact_root: Callable[[], SmallGame] | None
     # (feature_index (S, encoding_size), action_index (S, num_actions)): relabellings that
     # change no rule (see lost_cities_spec.color_permutations); None when not used.
     symmetries: tuple[np.ndarray, np.ndarray] | None = None
@@ -50,6 +57,7 @@ def expand_states(prototype: GameState, states: np.ndarray) -> np.ndarray:
 def make_game(cfg: GameConfig) -> GameSpec:
     symmetries = None
     max_legal = None  # Kuhn, Leduc: every action can be legal at once
+    exact_root = None
     if cfg.name == "lost_cities":
         from lostcities.games.lost_cities import LostCitiesGame
         from lostcities.games.lost_cities_spec import HAND_SIZE, color_permutations
@@ -61,10 +69,12 @@ def make_game(cfg: GameConfig) -> GameSpec:
         from lostcities.games.kuhn import KuhnGame
 
         prototype = KuhnGame.new().kernel
+        exact_root = KuhnGame.new
     elif cfg.name == "leduc":
         from lostcities.games.leduc import LeducGame
 
         prototype = LeducGame.new().kernel
+        exact_root = LeducGame.new
     else:  # game.name is one of config.GAMES: checked at start-up (lostcities/config_checks.py)
         raise ValueError(f"unknown game {cfg.name!r}")
     return GameSpec(
@@ -74,6 +84,6 @@ def make_game(cfg: GameConfig) -> GameSpec:
         prototype.encoding_size,
         prototype.compact_size,
         max_legal or prototype.num_actions,
-        small=cfg.name != "lost_cities",
+        exact_root,
         symmetries=symmetries,
     )
