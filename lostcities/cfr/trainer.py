@@ -130,16 +130,7 @@ class DeepCFRTrainer:
             _new_memory(game, memory, memory.advantage_capacity) for _ in range(2)
         ]
         self.strategy_memory = _new_memory(game, memory, memory.strategy_capacity)
-        self.advantage_nets: list[torch.nn.Module | None] = [None, None]
-        self.advantage_optimizers: list[torch.optim.Optimizer | None] = [None, None]
-        # iteration_advantage_nets[p][t - 1]: player p's advantage weights after iteration t
-        # (clean CPU copies, ~1.4 MB each for compact): the strategies sigma_{t+1} that
-        # single Deep CFR (lostcities/eval/agents.py) samples from at play time.
-        self.iteration_advantage_nets: list[list[dict[str, torch.Tensor]]] = [[], []]
-        self.policy_net = self._new_net(Purpose.NETWORK_INIT, 0, NetworkOwner.POLICY)
-        self.policy_optimizer = torch.optim.Adam(self.policy_net.parameters(), lr=optim.strategy_lr)
-        self.policy_trained_at = 0  # iteration the policy net last saw
-        self.policy_loss = float("nan")  # its loss then
+        self._init_networks()
         self.batch_invariant = batch_invariant
         self.policy_forward = self._policy_forward()
         self.symmetries: tuple[torch.Tensor, torch.Tensor] | None = None
@@ -154,6 +145,20 @@ class DeepCFRTrainer:
         self.progress: Callable[[str, int, int], None] | None = None
 
     # --- building blocks --------------------------------------------------------------
+    def _init_networks(self) -> None:
+        """No advantage net yet (sigma_1 plays); a fresh policy net and its optimiser."""
+        self.advantage_nets: list[torch.nn.Module | None] = [None, None]
+        self.advantage_optimizers: list[torch.optim.Optimizer | None] = [None, None]
+        # iteration_advantage_nets[p][t - 1]: player p's advantage weights after iteration t
+        # (clean CPU copies): the strategies sigma_{t+1} that single Deep CFR
+        # (lostcities/eval/agents.py) samples from at play time.
+        self.iteration_advantage_nets: list[list[dict[str, torch.Tensor]]] = [[], []]
+        self.policy_net = self._new_net(Purpose.NETWORK_INIT, 0, NetworkOwner.POLICY)
+        lr = self.optim.strategy_lr
+        self.policy_optimizer = torch.optim.Adam(self.policy_net.parameters(), lr=lr)
+        self.policy_trained_at = 0  # iteration the policy net last saw
+        self.policy_loss = float("nan")  # its loss then
+
     def _value_learner(self) -> ValueLearner | None:
         """sigma_t's learned history value (``traversal.action_values=learned``), else None."""
         traversal = self.spec.traversal

@@ -142,6 +142,49 @@ def _spread(values: list[float], fmt: str) -> str:
     return f"{format(fmean(values), fmt)} ({format(min(values), fmt)}..{format(max(values), fmt)})"
 
 
+def _table_row(kind: str, play: str, bot: str, triples: list) -> tuple[str, dict]:
+    """One (agent, play, bot) line of the table and its JSON row; ``triples``: per
+    checkpoint (agent's MatchResult, baseline's MatchResult, search ms per move or None)."""
+    pairs = [(a, b) for a, b, _ in triples]
+    per_move = [ms for _, _, ms in triples if ms is not None]
+    win = [a.win_rate() for a, _ in pairs]
+    diff = [a.mean_diff() for a, _ in pairs]
+    base = [b.win_rate() for _, b in pairs]
+    per_seed = [paired_gain(a, b) for a, b in pairs]
+    pooled = pooled_paired_gain(pairs)
+    lo, hi = pooled.win_rate_ci
+    slo, shi = pooled.score_diff_ci
+    line = (
+        f"| {kind} | {play} | {bot} | {_spread(win, '.3f')} | "
+        f"{_spread(diff, '+.1f')} | {_spread(base, '.3f')} | "
+        f"{pooled.win_rate:+.3f} [{lo:+.3f}, {hi:+.3f}] | "
+        f"{pooled.score_diff:+.1f} [{slo:+.1f}, {shi:+.1f}] |"
+        + (f" {_spread(per_move, '.1f')} |" if per_move else "")
+    )
+    row = {
+        "agent": kind,
+        "play": play,
+        "bot": bot,
+        "win_rate": win,
+        "score_diff": diff,
+        "sigma1_win_rate": base,
+        "sigma1_score_diff": [b.mean_diff() for _, b in pairs],
+        "gain_win_rate": [g.win_rate for g in per_seed],
+        "gain_win_rate_ci": [g.win_rate_ci for g in per_seed],
+        "gain_score_diff": [g.score_diff for g in per_seed],
+        "gain_score_diff_ci": [g.score_diff_ci for g in per_seed],
+        "pooled_gain_win_rate": pooled.win_rate,
+        "pooled_gain_win_rate_ci": pooled.win_rate_ci,
+        "pooled_gain_score_diff": pooled.score_diff,
+        "pooled_gain_score_diff_ci": pooled.score_diff_ci,
+        "search_ms_per_move": per_move,
+        # per game, for re-analysis without replaying: agent minus bot score
+        "score_diffs": [list(a.diffs) for a, _ in pairs],
+        "sigma1_score_diffs": list(pairs[0][1].diffs),
+    }
+    return line, row
+
+
 def report(results: list[dict], cfg: EvaluateConfig) -> tuple[str, list[dict]]:
     """Markdown table and JSON rows over the checkpoints."""
     baseline = (
@@ -166,46 +209,9 @@ def report(results: list[dict], cfg: EvaluateConfig) -> tuple[str, list[dict]]:
     for kind in cfg.agents:
         for play in play_modes(cfg):
             for bot in cfg.bots:
-                triples = [r[(kind, play, bot)] for r in results]
-                pairs = [(a, b) for a, b, _ in triples]
-                per_move = [ms for _, _, ms in triples if ms is not None]
-                win = [a.win_rate() for a, _ in pairs]
-                diff = [a.mean_diff() for a, _ in pairs]
-                base = [b.win_rate() for _, b in pairs]
-                per_seed = [paired_gain(a, b) for a, b in pairs]
-                pooled = pooled_paired_gain(pairs)
-                lo, hi = pooled.win_rate_ci
-                slo, shi = pooled.score_diff_ci
-                lines.append(
-                    f"| {kind} | {play} | {bot} | {_spread(win, '.3f')} | "
-                    f"{_spread(diff, '+.1f')} | {_spread(base, '.3f')} | "
-                    f"{pooled.win_rate:+.3f} [{lo:+.3f}, {hi:+.3f}] | "
-                    f"{pooled.score_diff:+.1f} [{slo:+.1f}, {shi:+.1f}] |"
-                    + (f" {_spread(per_move, '.1f')} |" if per_move else "")
-                )
-                rows.append(
-                    {
-                        "agent": kind,
-                        "play": play,
-                        "bot": bot,
-                        "win_rate": win,
-                        "score_diff": diff,
-                        "sigma1_win_rate": base,
-                        "sigma1_score_diff": [b.mean_diff() for _, b in pairs],
-                        "gain_win_rate": [g.win_rate for g in per_seed],
-                        "gain_win_rate_ci": [g.win_rate_ci for g in per_seed],
-                        "gain_score_diff": [g.score_diff for g in per_seed],
-                        "gain_score_diff_ci": [g.score_diff_ci for g in per_seed],
-                        "pooled_gain_win_rate": pooled.win_rate,
-                        "pooled_gain_win_rate_ci": pooled.win_rate_ci,
-                        "pooled_gain_score_diff": pooled.score_diff,
-                        "pooled_gain_score_diff_ci": pooled.score_diff_ci,
-                        "search_ms_per_move": per_move,
-                        # per game, for re-analysis without replaying: agent minus bot score
-                        "score_diffs": [list(a.diffs) for a, _ in pairs],
-                        "sigma1_score_diffs": list(pairs[0][1].diffs),
-                    }
-                )
+                line, row = _table_row(kind, play, bot, [r[(kind, play, bot)] for r in results])
+                lines.append(line)
+                rows.append(row)
     if cfg.br_games:
         lines += ["", *best_response_report(results, cfg, rows)]
     return "\n".join(lines), rows

@@ -168,6 +168,28 @@ class SingleDeepCFRAgent:
         return out
 
 
+def _as_of_iteration(path: str | Path, trainer: dict, iteration: int, policy: bool) -> dict:
+    """An agent state as it was after ``iteration`` (earlier than its last): the advantage
+    nets of iterations 1..iteration. ValueError (one line) if the file does not keep them,
+    or if the ``policy`` agent is asked for (its earlier weights are not kept)."""
+    final = int(trainer["iteration"])
+    per_iteration = trainer.get("iteration_advantage_nets", [[], []])
+    if not 1 <= iteration < final or len(per_iteration[0]) < final:
+        raise ValueError(
+            f"{path}: iteration {iteration} is not one of its iterations 1..{final} "
+            "with their advantage nets"
+        )
+    if policy:
+        raise ValueError(f"{path}: the policy net of iteration {iteration} is not kept")
+    per_iteration = [nets[:iteration] for nets in per_iteration]
+    return {
+        **trainer,
+        "iteration": iteration,
+        "iteration_advantage_nets": per_iteration,
+        "advantage_nets": [nets[-1] for nets in per_iteration],
+    }
+
+
 def agents_from_checkpoint(
     path: str | Path,
     kinds: Sequence[str] = AGENT_KINDS,
@@ -195,19 +217,9 @@ def agents_from_checkpoint(
         )
     cfg = _typed(TrainConfig, state["config"])
     trainer = state.get("agent") or state["trainer"]  # an agent file, or a checkpoint
-    final = int(trainer["iteration"])
+    if iteration is not None and iteration != int(trainer["iteration"]):
+        trainer = _as_of_iteration(path, trainer, iteration, "policy" in kinds)
     per_iteration = trainer.get("iteration_advantage_nets", [[], []])
-    if iteration is not None and iteration != final:
-        if not 1 <= iteration < final or len(per_iteration[0]) < final:
-            raise ValueError(
-                f"{path}: iteration {iteration} is not one of its iterations 1..{final} "
-                "with their advantage nets"
-            )
-        if "policy" in kinds:
-            raise ValueError(f"{path}: the policy net of iteration {iteration} is not kept")
-        per_iteration = [nets[:iteration] for nets in per_iteration]
-        trainer = {**trainer, "iteration": iteration}
-        trainer["advantage_nets"] = [nets[-1] for nets in per_iteration]
     dim, actions = spec.ENCODING_SIZE, spec.NUM_ACTIONS
     network = NetworkConfig(**trainer["network"])
     invariant = cfg.determinism.batch_invariant_inference
