@@ -275,7 +275,7 @@ class TrainingRun:
         )
         phase = time.perf_counter()
         progress.phase("eval", 0, 1)  # the evaluators report no steps of their own
-        metrics.update(self.evaluator.evaluate(trainer))
+        metrics.update(self.evaluator.evaluate(trainer.agent_view()))
         progress.phase("eval", 1, 1)
         metrics["time/eval_seconds"] = time.perf_counter() - phase
 

@@ -38,7 +38,7 @@ import math
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 
 import numpy as np
 import torch
@@ -65,6 +65,31 @@ from lostcities.config import (
 from lostcities.games import GameSpec
 from lostcities.perf.step import TrainingStep
 from lostcities.rng import NetworkOwner, Purpose, Stream, stream_key, torch_seed
+
+
+@dataclass(frozen=True)
+class AgentView:
+    """What evaluation reads of a run: the agent as it stands after ``iteration``, not the
+    trainer (its memories, optimisers and fits stay out of reach). The callables answer
+    for the trainer's current networks; ``iteration_advantage_nets[p][t - 1]`` holds
+    player p's advantage weights after iteration t."""
+
+    spec: TraversalSpec
+    encoding_size: int
+    num_actions: int
+    iteration: int
+    iteration_advantage_nets: list[list[dict[str, torch.Tensor]]]
+    # features (n, d), masks (n, A) -> (n, A): the policy net's average strategy
+    policy_probs: Callable[[np.ndarray, np.ndarray], np.ndarray]
+    # players (n,), features (n, d), masks (n, A) -> (n, A): sigma_{t+1}, regret matching
+    regret_matching_probs: Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
+    # players (n,), features (n, d), masks (n, A) -> (n, A): sigma_1
+    initial_strategy: Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
+
+    @property
+    def dims(self) -> tuple[int, int]:
+        """(encoding size, actions) of the game's networks."""
+        return self.encoding_size, self.num_actions
 
 
 def _new_memory(game: GameSpec, memory: MemoryConfig, capacity: int) -> ReservoirMemory:
@@ -457,6 +482,19 @@ class DeepCFRTrainer:
             "amp": self.step.state_dict(),
             "values": None if self.values is None else self.values.state_dict(self.step),
         }
+
+    def agent_view(self) -> AgentView:
+        """The agent as evaluation sees it (no trainer attributes)."""
+        return AgentView(
+            self.spec,
+            self.game.encoding_size,
+            self.game.num_actions,
+            self.iteration,
+            self.iteration_advantage_nets,
+            self.policy_probs,
+            self.regret_matching_probs,
+            self.sigma.initial,
+        )
 
     def agent_state(self) -> dict:
         """What playing needs and nothing else (no memories, no optimisers): the weights of

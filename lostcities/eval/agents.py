@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 import torch
@@ -41,6 +41,9 @@ from lostcities.cfr.networks import build_network
 from lostcities.cfr.policy import NetworkForward, iteration_strategies, masked_softmax
 from lostcities.config import EVAL_AGENTS, PLAY_MODES, NetworkConfig, TraversalConfig
 from lostcities.rng import Purpose, stream_key
+
+if TYPE_CHECKING:
+    from lostcities.cfr.trainer import AgentView
 
 AGENT_KINDS = (*EVAL_AGENTS, "sigma1")  # sigma1: the paired baseline, never the run's agent
 
@@ -268,50 +271,46 @@ def sdcfr_agent(
     return SingleDeepCFRAgent(strategies, seed, utility_scale)
 
 
-def trainer_agent(trainer, kind: str, seed: int) -> Agent:
-    """The running trainer's agent of ``kind`` (module docstring), for in-run evaluation."""
+def run_agent(agent: AgentView, kind: str, seed: int) -> Agent:
+    """The running agent of ``kind`` (module docstring), for in-run evaluation."""
+    spec = agent.spec
     if kind == "policy":
-        return PolicyAgent("policy", trainer.policy_probs)
+        return PolicyAgent("policy", agent.policy_probs)
     if kind == "current":
-        return StrategyAgent("current", trainer.regret_matching_probs)
+        return StrategyAgent("current", agent.regret_matching_probs)
     if kind == "sdcfr":
         return sdcfr_agent(
-            trainer.network_cfg,
-            trainer.traversal_cfg,
-            trainer.iteration_advantage_nets,
-            trainer.batch_invariant,
+            spec.network,
+            spec.traversal,
+            agent.iteration_advantage_nets,
+            spec.batch_invariant,
             seed,
-            trainer.utility_scale,
+            spec.utility_scale,
         )
     if kind == "sigma1":
-        return StrategyAgent("sigma1", trainer.sigma.initial)
+        return StrategyAgent("sigma1", agent.initial_strategy)
     raise ValueError(f"eval.agent must be one of {AGENT_KINDS}, got {kind!r}")
 
 
-def earlier_agent(trainer, kind: str, iteration: int, seed: int) -> Agent:
-    """The running trainer's agent of ``kind`` as it was after ``iteration`` (< the
-    trainer's): single Deep CFR over iterations 1..iteration, or ``current``: regret
-    matching on that iteration's advantage nets (sigma_{iteration + 1}). The policy net's
-    past weights are not kept: ValueError for ``policy``."""
-    nets = [per_player[:iteration] for per_player in trainer.iteration_advantage_nets]
-    dims = (trainer.game.encoding_size, trainer.game.num_actions)
+def earlier_agent(agent: AgentView, kind: str, iteration: int, seed: int) -> Agent:
+    """The running agent of ``kind`` as it was after ``iteration`` (< its own): single
+    Deep CFR over iterations 1..iteration, or ``current``: regret matching on that
+    iteration's advantage nets (sigma_{iteration + 1}). The policy net's past weights are
+    not kept: ValueError for ``policy``."""
+    spec = agent.spec
+    nets = [per_player[:iteration] for per_player in agent.iteration_advantage_nets]
     if kind == "sdcfr":
         return sdcfr_agent(
-            trainer.network_cfg,
-            trainer.traversal_cfg,
-            nets,
-            trainer.batch_invariant,
-            seed,
-            trainer.utility_scale,
+            spec.network, spec.traversal, nets, spec.batch_invariant, seed, spec.utility_scale
         )
     if kind == "current":
         last = [per_player[-1:] for per_player in nets]
         (strategy,) = iteration_strategies(
-            trainer.network_cfg,
-            trainer.traversal_cfg,
+            spec.network,
+            spec.traversal,
             last,
-            dims,
-            trainer.batch_invariant,
+            agent.dims,
+            spec.batch_invariant,
             first_iteration=iteration,
         )
         return StrategyAgent("current", strategy)

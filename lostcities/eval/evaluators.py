@@ -1,5 +1,6 @@
-"""The training run's evaluators (``evaluate(trainer) -> {metric: value}``), and the
-evaluation's games.
+"""The training run's evaluators (``evaluate(run) -> {metric: value}``, ``run`` the agent
+as it stands: lostcities.cfr.trainer.AgentView, never the trainer), and the evaluation's
+games.
 
 Small games: exact exploitability (NashConv and exploitability = NashConv / 2,
 in chips) of the policy network, the current regret-matching policy and single Deep CFR.
@@ -17,8 +18,9 @@ import numpy as np
 
 from lostcities.cfr.exploitability import GameTree
 from lostcities.cfr.policy import iteration_strategies
+from lostcities.cfr.trainer import AgentView
 from lostcities.config import EvalConfig
-from lostcities.eval.agents import Agent, earlier_agent, trainer_agent
+from lostcities.eval.agents import Agent, earlier_agent, run_agent
 from lostcities.eval.br import best_response_match, head_to_head
 from lostcities.eval.match import MatchResult, PlayedMatch, paired_gain, play_match
 from lostcities.eval.players import AgentPlayer, BotPlayer
@@ -39,9 +41,9 @@ class SmallGameEvaluator:
         self.players = np.asarray(self.tree.infoset_player, dtype=np.int8)
         self.iteration_tables: list[np.ndarray] = []  # sigma_{t+1} tables, t = 1, 2, ...
 
-    def evaluate(self, trainer) -> dict[str, float]:
-        policy = self.tree.evaluate(self.tree.tabulate(trainer.policy_probs))
-        current_fn = self._with_players(trainer.regret_matching_probs)
+    def evaluate(self, run: AgentView) -> dict[str, float]:
+        policy = self.tree.evaluate(self.tree.tabulate(run.policy_probs))
+        current_fn = self._with_players(run.regret_matching_probs)
         current = self.tree.evaluate(self.tree.tabulate(current_fn))
         metrics = {
             "eval/nash_conv": policy.nash_conv,
@@ -49,18 +51,17 @@ class SmallGameEvaluator:
             "eval/current_nash_conv": current.nash_conv,
             "eval/current_exploitability": current.exploitability,
         }
-        per_iteration = trainer.iteration_advantage_nets
+        per_iteration = run.iteration_advantage_nets
         done = len(self.iteration_tables)
         if per_iteration[0]:
             # an iteration's table never changes once trained: tabulate only the new ones
             new = [nets[done:] for nets in per_iteration]
-            dims = (trainer.game.encoding_size, trainer.game.num_actions)
             for strategy in iteration_strategies(
-                trainer.network_cfg,
-                trainer.traversal_cfg,
+                run.spec.network,
+                run.spec.traversal,
                 new,
-                dims,
-                trainer.batch_invariant,
+                run.dims,
+                run.spec.batch_invariant,
                 first_iteration=done + 1,
             ):
                 self.iteration_tables.append(self.tree.tabulate(self._with_players(strategy)))
@@ -121,9 +122,9 @@ class LostCitiesEvaluator:
             agent, bot, cfg.games, cfg.seed, cfg.batch_size, self.max_turns, cfg.play
         )
 
-    def evaluate(self, trainer) -> dict[str, float]:
-        agent = trainer_agent(trainer, self.cfg.agent, self.cfg.seed)
-        metrics = self.progress(trainer, agent)
+    def evaluate(self, run: AgentView) -> dict[str, float]:
+        agent = run_agent(run, self.cfg.agent, self.cfg.seed)
+        metrics = self.progress(run, agent)
         for name in self.cfg.opponents:
             match = self.match(agent, name)
             low, high = match.result.win_rate_ci()
@@ -142,7 +143,7 @@ class LostCitiesEvaluator:
             )
             if self.cfg.paired_baseline:
                 if name not in self.baseline:
-                    sigma1 = trainer_agent(trainer, "sigma1", self.cfg.seed)
+                    sigma1 = run_agent(run, "sigma1", self.cfg.seed)
                     self.baseline[name] = self.match(sigma1, name).result
                 base = self.baseline[name]
                 gain = paired_gain(match.result, base)
@@ -160,21 +161,19 @@ class LostCitiesEvaluator:
                 )
         return metrics
 
-    def progress(self, trainer, agent: Agent) -> dict[str, float]:
+    def progress(self, run: AgentView, agent: Agent) -> dict[str, float]:
         """``eval/br/*`` and ``eval/h2h/*``: the best response's margin and the earlier
         agent's match (each when asked for)."""
         cfg, metrics = self.cfg, {}
         if cfg.br_games:
-            model = trainer_agent(
-                trainer, cfg.agent, stream_key(cfg.seed, 1, 0, 0, Purpose.BR_MODEL)
-            )
+            model = run_agent(run, cfg.agent, stream_key(cfg.seed, 1, 0, 0, Purpose.BR_MODEL))
             match = best_response_match(
                 agent, model, cfg.br_games, cfg.seed, cfg.br_redeals, cfg.br_candidates,
                 self.max_turns, cfg.br_agent_plies,
             )  # fmt: skip
             metrics.update(_match_metrics("eval/br", match.result))
-        if cfg.h2h_games and trainer.iteration > cfg.h2h_iteration:
-            earlier = earlier_agent(trainer, cfg.agent, cfg.h2h_iteration, cfg.seed)
+        if cfg.h2h_games and run.iteration > cfg.h2h_iteration:
+            earlier = earlier_agent(run, cfg.agent, cfg.h2h_iteration, cfg.seed)
             match = head_to_head(
                 agent, earlier, cfg.h2h_games, cfg.seed, cfg.batch_size, self.max_turns
             )
