@@ -185,7 +185,7 @@ def test_the_command_line_on_a_local_ray_logs_the_process_pool_metrics(tmp_path)
         order_by=["attributes.start_time ASC"],
     )
     assert [r.data.tags["executor"] for r in runs] == ["ray", "processes"]
-    assert runs[0].data.tags["traversal/ray_address"] == "local"
+    assert runs[0].data.tags["executor/ray_address"] == "local"
     metrics = [{k: v for k, v in r.data.metrics.items() if not k.startswith(TIMING)} for r in runs]
     assert metrics[0] == metrics[1] and "eval/exploitability" in metrics[0]
 

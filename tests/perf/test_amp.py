@@ -16,6 +16,7 @@ import lostcities.cfr.trainer as trainer_module
 from lostcities.cfr.fitting import action_relabel
 from lostcities.cfr.networks import build_network
 from lostcities.cfr.trainer import DeepCFRTrainer, _policy_loss, _regret_loss
+from lostcities.cfr.traversal import TraversalSpec
 from lostcities.config import (
     AmpConfig,
     GameConfig,
@@ -145,13 +146,12 @@ SCENARIOS = {
 
 def make_trainer(scenario: str, cls=DeepCFRTrainer, amp: AmpConfig | None = None):
     game, network, traversal, optim = SCENARIOS[scenario]
+    game_cfg = GameConfig(name=game)
     return cls(
-        make_game(GameConfig(name=game)),
-        network,
-        traversal,
+        make_game(game_cfg),
+        TraversalSpec(game_cfg, network, traversal, seed=5),
         MemoryConfig(500, 500),
         optim,
-        seed=5,
         amp=amp,
     )
 
