@@ -134,7 +134,6 @@ class DeepCFRTrainer:
         self.traversal_cfg = traversal
         self.optim = optim
         self.seed = seed
-        self.utility_scale = spec.utility_scale  # payoff units per game point (agents undo it)
         self.device = torch.device(device)
         self.iteration = 0  # completed iterations
         # fit/* metrics of the running iteration's advantage fits: steps, passes, R^2
