@@ -31,7 +31,7 @@ from hydra import compose, initialize_config_module
 from hydra.errors import ConfigCompositionException
 from omegaconf import OmegaConf
 
-from lostcities.cfr import trainer as trainer_module
+from lostcities.cfr import targets
 from lostcities.cfr.fitting import fit
 from lostcities.cfr.trainer import DeepCFRTrainer
 from lostcities.cfr.traversal import TraversalSpec
@@ -118,7 +118,7 @@ class Arm:
         self.net = trainer._new_net(Purpose.NETWORK_INIT, t, player)
         lr = cfg.optim.strategy_lr if self.policy else cfg.optim.advantage_lr
         self.optimizer = torch.optim.Adam(self.net.parameters(), lr=lr)
-        self.loss_fn = trainer_module._policy_loss if self.policy else trainer_module._regret_loss
+        self.loss_fn = targets.policy_loss if self.policy else targets.regret_loss
         self.batch = args.batch_size or (
             cfg.optim.strategy_batch_size if self.policy else cfg.optim.advantage_batch_size
         )

@@ -20,7 +20,7 @@ import torch
 from hydra import compose, initialize_config_module
 from omegaconf import OmegaConf
 
-import lostcities.cfr.trainer as trainer_module
+import lostcities.cfr.targets as targets_module
 from lostcities.checkpoint import checkpoint_path, load_checkpoint
 from lostcities.config import register_configs
 from lostcities.games import make_game
@@ -80,13 +80,13 @@ def drive(overrides: list[str], iterations: int):
 def forward_dtypes(monkeypatch) -> list[torch.dtype]:
     """The dtypes of the advantage nets' outputs, recorded as the regret loss sees them."""
     seen: list[torch.dtype] = []
-    regret_loss = trainer_module._regret_loss
+    regret_loss = targets_module.regret_loss
 
     def recording(pred, *args):
         seen.append(pred.dtype)
         return regret_loss(pred, *args)
 
-    monkeypatch.setattr(trainer_module, "_regret_loss", recording)
+    monkeypatch.setattr(targets_module, "regret_loss", recording)
     return seen
 
 

@@ -34,7 +34,6 @@ only ever see the plain module.
 from __future__ import annotations
 
 import copy
-import math
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -43,6 +42,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import torch
 
+from lostcities.cfr import targets
 from lostcities.cfr.executors import Executor, InlineExecutor, ordered_results
 from lostcities.cfr.fitting import Fit, action_relabel, fit, held_out_r2
 from lostcities.cfr.memory import ReservoirMemory
@@ -335,14 +335,18 @@ class DeepCFRTrainer:
         share = self.optim.advantage_holdout
         stride = round(1 / share) if share > 0 else 0  # every stride-th slot is held out
         trained = memory.size - len(memory.held_out(stride)) if stride else memory.size
-        steps = _fit_steps(self.optim.advantage_steps, self.optim.advantage_passes, batch, trained)
-        how = self._fit_settings(t, steps, batch, _regret_loss)
+        steps = targets.fit_steps(
+            self.optim.advantage_steps, self.optim.advantage_passes, batch, trained
+        )
+        how = self._fit_settings(t, steps, batch, targets.regret_loss)
         how.holdout_stride = stride
         if bootstrapped:
             how.weigh = torch.ones_like  # one iteration's samples: no linear-CFR weights
-            how.transform = None if previous is None else _bootstrapped_targets(previous, t)
+            how.transform = None if previous is None else targets.bootstrapped(previous, t)
         if self.optim.magnet > 0:
-            how.transform = _with_magnet(self._magnet(player), self.optim.magnet, how.transform)
+            how.transform = targets.with_magnet(
+                self._magnet(player), self.optim.magnet, how.transform
+            )
         loss = fit(
             net,
             self.advantage_optimizers[player],
@@ -406,10 +410,10 @@ class DeepCFRTrainer:
                 self.policy_net.parameters(), lr=self.optim.strategy_lr
             )
         batch, memory = self.optim.strategy_batch_size, self.strategy_memory
-        steps = _fit_steps(
+        steps = targets.fit_steps(
             self.optim.strategy_steps, self.optim.strategy_passes, batch, memory.size
         )
-        how = self._fit_settings(t, steps, batch, _policy_loss)
+        how = self._fit_settings(t, steps, batch, targets.policy_loss)
         self.policy_loss = fit(
             self.policy_net,
             self.policy_optimizer,
@@ -545,37 +549,6 @@ class DeepCFRTrainer:
         self.strategy_memory.load_state_dict(state["strategy_memory"])
 
 
-def _bootstrapped_targets(previous: torch.nn.Module, t: int):
-    """The bootstrapped target of iteration t: (W_{t-1} / W_t) A_{t-1}(I) + (t / W_t) r_t(I)
-    on the legal actions, from the frozen network A_{t-1} and the sampled regrets r_t
-    (features (b, d), masks (b, A) bool, regrets (b, A) -> (b, A))."""
-    keep, new = regret_weight(t - 1) / regret_weight(t), t / regret_weight(t)
-
-    def transform(features, masks, regrets):
-        with torch.no_grad():
-            carried = previous(features).float()
-        return torch.where(masks, keep * carried + new * regrets, torch.zeros_like(regrets))
-
-    return transform
-
-
-def _with_magnet(magnet, weight: float, then):
-    """Targets pulled by the moving magnet: the sampled regrets plus ``weight`` *
-    magnet(I) on the legal actions, then ``then`` (the bootstrapped recursion) if given;
-    (features (b, d), masks (b, A) bool, regrets (b, A)) -> (b, A)."""
-
-    def transform(features, masks, regrets):
-        pulled = torch.where(masks, regrets + weight * magnet(features, masks), regrets)
-        return pulled if then is None else then(features, masks, pulled)
-
-    return transform
-
-
-def _fit_steps(steps: int, passes: float, batch_size: int, rows: int) -> int:
-    """A fit's steps: ``steps``, or enough for ``passes`` over ``rows`` samples if more."""
-    return max(steps, math.ceil(passes * rows / batch_size))
-
-
 def _summed(a: dict[str, float], b: dict[str, float]) -> dict[str, float]:
     """Two value phases' metrics of one iteration (alternating updates) as one: counts and
     times add up, the loss and variance are the second phase's."""
@@ -588,23 +561,6 @@ def _phase_progress(progress, phase: str, total: int) -> Callable[[int], None]:
     """``progress`` as an executor's ``on_progress(done)`` for one phase (tells done=0 now)."""
     progress(phase, 0, total)
     return lambda done: progress(phase, done, total)
-
-
-def _regret_loss(pred, masks, targets, weights):
-    # pred, targets: (b, A); masks: (b, A) bool; weights: (b,). MSE over legal actions only,
-    # in fp32 whatever the forward's precision (an fp16 square overflows past ~256).
-    pred = pred.float()  # a no-op on fp32
-    squared = torch.where(masks, (pred - targets) ** 2, torch.zeros_like(pred))
-    return (weights[:, None] * squared).sum() / masks.sum().clamp(min=1)
-
-
-def _policy_loss(logits, masks, targets, weights):
-    # Cross-entropy of the masked softmax against sigma, weighted by iteration; fp32
-    # whatever the forward's precision (the -inf fill and log-softmax stay exact).
-    logits = logits.float()  # a no-op on fp32
-    logits = logits.masked_fill(~masks, float("-inf"))
-    log_probs = torch.log_softmax(logits, dim=1).masked_fill(~masks, 0.0)
-    return -(weights[:, None] * targets * log_probs).sum() / len(targets)
 
 
 __all__ = ["DeepCFRTrainer", "regret_matching"]

@@ -141,13 +141,13 @@ def test_bootstrapped_targets_carry_the_previous_net_and_keep_one_iteration():
     """advantage_target=bootstrapped: the memory holds the running iteration's samples
     only, and a fit regresses (W_{t-1} / W_t) A_{t-1}(I) + (t / W_t) r_t(I) on legal
     actions (0 elsewhere)."""
-    from lostcities.cfr.trainer import _bootstrapped_targets
+    from lostcities.cfr.targets import bootstrapped
 
     previous = torch.nn.Linear(2, 3)
     with torch.no_grad():
         previous.weight.zero_()
         previous.bias.copy_(torch.tensor([3.0, -6.0, 9.0]))
-    transform = _bootstrapped_targets(previous, t=2)  # W_1 = 1, W_2 = 3
+    transform = bootstrapped(previous, t=2)  # W_1 = 1, W_2 = 3
     regrets = torch.tensor([[0.3, 0.6, 0.0]])
     masks = torch.tensor([[True, True, False]])
     got = transform(torch.zeros(1, 2), masks, regrets)
@@ -167,7 +167,7 @@ def test_moving_magnet_pulls_the_fits_towards_the_average_strategy():
     """optim.magnet: each fitted regret gets magnet * pi(a | I) on legal actions, pi the
     policy net's average strategy so far (sigma_1 before it is trained), before the
     bootstrapped recursion; a strong magnet makes sigma_2 play its reference."""
-    from lostcities.cfr.trainer import _bootstrapped_targets, _with_magnet
+    from lostcities.cfr.targets import bootstrapped, with_magnet
 
     reference = torch.tensor([[0.25, 0.75, 0.0]])
     previous = torch.nn.Linear(2, 3)
@@ -176,10 +176,10 @@ def test_moving_magnet_pulls_the_fits_towards_the_average_strategy():
         previous.bias.copy_(torch.tensor([3.0, -6.0, 9.0]))
     masks = torch.tensor([[True, True, False]])
     regrets = torch.tensor([[0.3, 0.6, 0.0]])
-    pulled = _with_magnet(lambda f, m: reference, 2.0, None)(torch.zeros(1, 2), masks, regrets)
+    pulled = with_magnet(lambda f, m: reference, 2.0, None)(torch.zeros(1, 2), masks, regrets)
     torch.testing.assert_close(pulled, torch.tensor([[0.8, 2.1, 0.0]]))
-    then = _bootstrapped_targets(previous, t=2)  # W_1 = 1, W_2 = 3
-    both = _with_magnet(lambda f, m: reference, 2.0, then)(torch.zeros(1, 2), masks, regrets)
+    then = bootstrapped(previous, t=2)  # W_1 = 1, W_2 = 3
+    both = with_magnet(lambda f, m: reference, 2.0, then)(torch.zeros(1, 2), masks, regrets)
     torch.testing.assert_close(both, then(torch.zeros(1, 2), masks, pulled))
 
     cfg = TraversalConfig(scheme="external", traversals_per_player=30)

@@ -12,10 +12,12 @@ import pytest
 import torch
 from conftest import train_run
 
+import lostcities.cfr.targets as targets_module
 import lostcities.cfr.trainer as trainer_module
 from lostcities.cfr.fitting import action_relabel
 from lostcities.cfr.networks import build_network
-from lostcities.cfr.trainer import DeepCFRTrainer, _policy_loss, _regret_loss
+from lostcities.cfr.targets import policy_loss, regret_loss
+from lostcities.cfr.trainer import DeepCFRTrainer
 from lostcities.cfr.traversal import TraversalSpec
 from lostcities.config import (
     AmpConfig,
@@ -297,10 +299,10 @@ def test_forced_amp_run_skips_an_injected_inf_and_continues(monkeypatch):
 
     def sometimes_inf(pred, masks, targets, weights):
         calls.append(pred.dtype)
-        loss = _regret_loss(pred, masks, targets, weights)
+        loss = regret_loss(pred, masks, targets, weights)
         return loss * float("inf") if len(calls) == 3 else loss
 
-    monkeypatch.setattr(trainer_module, "_regret_loss", sometimes_inf)
+    monkeypatch.setattr(targets_module, "regret_loss", sometimes_inf)
     first = trainer.run_iteration()
     second = trainer.run_iteration()
     assert calls[0] == torch.float16  # the forward ran under fp16 autocast
@@ -320,12 +322,12 @@ def test_losses_are_computed_in_fp32_under_low_precision():
     masks = torch.ones(2, 3, dtype=torch.bool)
     weights = torch.ones(2)
     pred = torch.full((2, 3), 300.0, dtype=torch.float16)  # 300^2 overflows fp16
-    loss = _regret_loss(pred, masks, torch.zeros(2, 3), weights)
+    loss = regret_loss(pred, masks, torch.zeros(2, 3), weights)
     assert loss.dtype == torch.float32 and loss.item() == pytest.approx(90000.0)
     logits = torch.tensor([[0.0, 1.0, 2.0]], dtype=torch.bfloat16)
     masks = torch.tensor([[True, True, False]])
     sigma = torch.tensor([[0.5, 0.5, 0.0]])
-    loss = _policy_loss(logits, masks, sigma, torch.ones(1))
+    loss = policy_loss(logits, masks, sigma, torch.ones(1))
     want = -(0.5 * torch.log_softmax(torch.tensor([0.0, 1.0]), 0)).sum()
     assert loss.dtype == torch.float32 and loss.item() == pytest.approx(want.item())
 
@@ -359,13 +361,12 @@ def test_bf16_cpu_composes_as_bf16_with_the_cpu_opt_in():
 @pytest.mark.parametrize("game", ["kuhn", "leduc"])
 def test_bf16_cpu_trains_a_short_run_in_bf16(game, tmp_path, monkeypatch):
     calls = []
-    regret_loss = trainer_module._regret_loss
 
     def recording(pred, *args):
         calls.append(pred.dtype)
         return regret_loss(pred, *args)
 
-    monkeypatch.setattr(trainer_module, "_regret_loss", recording)
+    monkeypatch.setattr(targets_module, "regret_loss", recording)
     rows = train_run(
         [
             f"game={game}",
