@@ -88,7 +88,7 @@ def field_docs(cls: type) -> dict[str, str]:
             continue
         try:
             tree = ast.parse(textwrap.dedent(inspect.getsource(klass)))
-        except (OSError, TypeError):  # no source (an interactive session): no help text
+        except (OSError, TypeError):  # no source (an interactive interpreter): no help text
             continue
         body = tree.body[0].body
         for node, after in zip(body, body[1:], strict=False):
