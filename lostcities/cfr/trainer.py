@@ -60,7 +60,9 @@ from lostcities.config import (
     AmpConfig,
     CompileConfig,
     MemoryConfig,
+    NetworkConfig,
     OptimConfig,
+    TraversalConfig,
 )
 from lostcities.games import GameSpec
 from lostcities.perf.step import TrainingStep
@@ -126,14 +128,11 @@ class DeepCFRTrainer:
         with a batch-invariant spec the row-wise evaluation kernel takes precedence over
         ``compile.inference``. ``fit_threads``: torch threads while fitting (0: unchanged).
         The config values are validated by lostcities/config_checks.py."""
-        network, traversal, seed = spec.network, spec.traversal, spec.seed
+        network, traversal = spec.network, spec.traversal
         batch_invariant = spec.batch_invariant
         self.spec = spec
         self.game = game
-        self.network_cfg = network
-        self.traversal_cfg = traversal
         self.optim = optim
-        self.seed = seed
         self.device = torch.device(device)
         self.iteration = 0  # completed iterations
         # fit/* metrics of the running iteration's advantage fits: steps, passes, R^2
@@ -155,7 +154,6 @@ class DeepCFRTrainer:
         ]
         self.strategy_memory = _new_memory(game, memory, memory.strategy_capacity)
         self._init_networks()
-        self.batch_invariant = batch_invariant
         self.policy_forward = self._policy_forward()
         self.symmetries: tuple[torch.Tensor, torch.Tensor] | None = None
         if optim.augment_symmetries:  # a game with symmetries: lostcities/config_checks.py
@@ -167,6 +165,23 @@ class DeepCFRTrainer:
         # "traversal p0|p1", "advantage p0|p1" and "policy", each from done=0 to done=total
         # in coarse steps (~1%, never per sample). None: not called.
         self.progress: Callable[[str, int, int], None] | None = None
+
+    # --- the spec's parts, as the trainer names them ----------------------------------
+    @property
+    def network_cfg(self) -> NetworkConfig:
+        return self.spec.network
+
+    @property
+    def traversal_cfg(self) -> TraversalConfig:
+        return self.spec.traversal
+
+    @property
+    def seed(self) -> int:
+        return self.spec.seed
+
+    @property
+    def batch_invariant(self) -> bool:
+        return self.spec.batch_invariant
 
     # --- building blocks --------------------------------------------------------------
     def _init_networks(self) -> None:
