@@ -65,6 +65,8 @@ MEMORY_PRECISIONS = ("float16", "float32")  # lostcities/cfr/memory.py
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 EXPERIMENT_KINDS = ("ab", "amp", "drift")  # lostcities/experiments/protocols.py
 EXPERIMENT_SETTINGS = ("full", "short", "reduced")  # conf/experiment/setting/
+TEACHER_TARGETS = ("move", "search")  # lostcities/teacher/student.py
+STUDENT_STARTS = ("fresh", "continued")  # lostcities/teacher/stage.py
 MAX_TURNS = 30000  # the Lost Cities kernel's turn counter (lostcities/games/lost_cities.py)
 
 
@@ -435,6 +437,52 @@ class ExperimentConfig:
 
 
 @dataclass
+class TeacherConfig:
+    rounds: int = checked(2, integer(1))
+    """Rounds of the stage: check the teacher, play its games, train a student, gate it
+    (lostcities/teacher/stage.py)."""
+    games: int = checked(1000, integer(1))
+    """Teacher games per round: the searched agent in both seats, every decision
+    recorded (about 90 per game)."""
+    redeals: int = checked(64, integer(1))
+    """The teacher's search: redeals of the hidden cards per decision."""
+    candidates: int = checked(5, integer(1))
+    """The teacher's search: the blueprint's most probable moves it tries."""
+    margin: float = checked(2.0, non_negative())
+    """The teacher's search: it plays the blueprint's move unless another beats it by more
+    than this many standard errors (lostcities/eval/search.py)."""
+    target: str = checked("search", one_of(TEACHER_TARGETS))
+    """What a decision teaches: ``move`` (the teacher's move, one-hot) or ``search``
+    (softmax over the candidates of (mean + prior_weight * log pi) / temperature)."""
+    temperature: float = checked(2.0, positive())
+    """``target=search``: the softmax's temperature, in points of score difference."""
+    prior_weight: float = checked(2.0, non_negative())
+    """``target=search``: weight of the blueprint's log-probability beside the mean."""
+    data_rounds: int = checked(3, integer(1))
+    """The student trains on the teacher data of this many latest rounds (a fresh network
+    on several rounds beat fine-tuning for the strongest public Lost Cities bot)."""
+    student: str = checked("fresh", one_of(STUDENT_STARTS))
+    """``fresh``: a new network (seeded by run and round); ``continued``: from the current
+    agent's policy net."""
+    passes: float = checked(10.0, positive())
+    """The student's fit: passes over its data."""
+    batch_size: int = checked(256, integer(1))
+    """The student's fit: minibatch size."""
+    lr: float = checked(1e-3, positive())
+    """The student's fit: Adam's rate, cosine-annealed to 0 over the fit."""
+    check_games: int = checked(200, even_integer(2))
+    """Games of the teacher against its blueprint before a round's data is played; a
+    teacher that does not beat it by ``gate_margin`` standard errors stops the stage."""
+    gate_games: int = checked(400, even_integer(2))
+    """Games of the student against the current agent (and against the teacher)."""
+    gate_margin: float = checked(1.0, non_negative())
+    """A student replaces the current agent if its win rate head to head is above 1/2 by
+    more than this many standard errors."""
+    play: str = checked("greedy", one_of(PLAY_MODES))
+    """How the blueprint, the current agent and the student play alone."""
+
+
+@dataclass
 class TrackingConfig:
     enabled: bool = checked(True, boolean())
     """Log to MLflow. metrics.jsonl in the run directory is written regardless."""
@@ -509,6 +557,9 @@ class TrainConfig:
     """Absent unless the ``compile`` group is added: ``+compile=trainer``."""
     experiment: ExperimentConfig | None = None
     """Absent unless a sweep adds one: ``-m +experiment=compile_ab`` (conf/experiment/)."""
+    teacher: TeacherConfig | None = None
+    """Absent unless added: ``+teacher=search`` (or ``+experiment=search_teacher``): after
+    the iterations, rounds of search as the teacher of a policy network."""
 
 
 def register_configs() -> None:

@@ -115,6 +115,12 @@ CROSS_RULES: tuple[CrossRule, ...] = (
         lambda c: c.traversal.action_values == "playout" or c.traversal.scheme == "rollout",
         lambda c: f"playout with traversal.scheme={c.traversal.scheme} (learned: rollout only)",
     ),
+    # the teacher's search and games are Lost Cities' (lostcities/teacher/)
+    CrossRule(
+        "teacher.rounds",
+        lambda c: c.teacher is None or c.game.name == "lost_cities",
+        lambda c: f"no teacher section with game.name={c.game.name} (Lost Cities only)",
+    ),
     _arm_index("experiment.arm"),
     _arm_index("experiment.baseline"),
     # CUDA graphs are recorded for fixed shapes; evaluation batches vary in size

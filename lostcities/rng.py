@@ -58,6 +58,10 @@ class Purpose(IntEnum):
     PLAY_AGENT = 0x91A7  # the agent's choices in a game against a person (cli.play)
     SDCFR_ITERATION = 0x5DCF  # single Deep CFR's per-game draw of an iteration (eval.agents)
     BR_MODEL = 0xB12  # the best response's copy of the agent: its seed (eval.evaluators)
+    TEACHER_DEAL = 0x7EAC  # a teacher game's deal (teacher.games)
+    TEACHER_SEARCH = 0x7EAD  # a teacher round's search seed (teacher.stage)
+    TEACHER_MATCH = 0x7EAE  # a teacher round's matches: deals and choice streams (teacher.stage)
+    STUDENT = 0x57D  # a student network's initial weights and fit (teacher.student)
 
 
 @unique

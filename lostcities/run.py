@@ -30,7 +30,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict
+from dataclasses import asdict, fields
 from pathlib import Path
 
 import torch
@@ -47,7 +47,7 @@ from lostcities.checkpoint import (
     prune_checkpoints,
     save_checkpoint,
 )
-from lostcities.config import TrainConfig
+from lostcities.config import NetworkConfig, TrainConfig
 from lostcities.games import GameSpec
 from lostcities.interrupts import deferred_interrupts
 from lostcities.progress import ProgressLine
@@ -61,6 +61,8 @@ from lostcities.tracking import (
 )
 
 AGENT_FILE = "agent.pt"
+NETWORK_DEFAULTS = {f.name: f.default for f in fields(NetworkConfig)}
+STUDENT_FILE = "student.pt"  # the teacher stage's accepted student (lostcities/teacher/)
 
 
 class Interrupted(KeyboardInterrupt):
@@ -159,7 +161,8 @@ class TrainingRun:
     def run(self) -> dict[str, float]:
         cfg = self.cfg
         state = self._resumed_state()
-        if state is not None and int(state["trainer"]["iteration"]) >= cfg.run.iterations:
+        finished = state is not None and int(state["trainer"]["iteration"]) >= cfg.run.iterations
+        if finished and cfg.teacher is None:
             done = int(state["trainer"]["iteration"])
             # A finished run: a tracker here would only add an empty MLflow run.
             print(
@@ -198,6 +201,8 @@ class TrainingRun:
                     progress.header(f"MLflow charts: {charts}")
                 while trainer.iteration < cfg.run.iterations:
                     last = self._iteration(trainer, tracker, progress)
+                if cfg.teacher is not None:  # a stage after the iterations
+                    last = {**last, **self._teach(trainer, tracker, progress)}
             if charts and tracker.mlflow_active:  # the run is complete in MLflow now
                 progress.header(f"MLflow charts: {charts}")
         except KeyboardInterrupt as e:  # the tracker has ended the run KILLED
@@ -207,14 +212,60 @@ class TrainingRun:
             progress.close()
         return last
 
+    def _teach(
+        self, trainer: DeepCFRTrainer, tracker: Tracker, progress: ProgressLine
+    ) -> dict[str, float]:
+        """Search as the teacher of the run's policy net (lostcities/teacher/stage.py)."""
+        from lostcities.teacher.stage import TeacherStage
+
+        cfg = self.cfg
+        trainer.train_policy()  # a no-op if already current
+        stage = TeacherStage(
+            cfg.teacher,
+            self.game,
+            trainer.spec,
+            self.executor,
+            trainer.step,
+            trainer.device,
+            self.run_dir,
+            lambda weights, round_: self._write_student(trainer, weights, round_),
+            lambda metrics, step: tracker.log_metrics(metrics, step=step),
+            progress.header if progress.enabled else lambda line: print(line, flush=True),
+            cfg.optim.augment_symmetries,
+            progress.phase if progress.enabled else None,
+        )
+        accepted = None  # the stage continues after its finished rounds (teacher/rounds.json)
+        if (self.run_dir / STUDENT_FILE).exists():
+            accepted = load_checkpoint(self.run_dir / STUDENT_FILE)["agent"]["policy_net"]
+        return stage.run(trainer.step.weights(trainer.policy_net), accepted)
+
+    def _write_student(self, trainer: DeepCFRTrainer, weights: dict, round_: int) -> Path:
+        """``student.pt``: the run's agent file with the student of ``round_`` as its
+        policy net (what evaluate, arena and play load as ``policy``)."""
+        agent = {**trainer.agent_state(), "policy_net": weights}
+        payload = {
+            **checkpoint_identity(self.game, self.cfg),
+            "agent": agent,
+            "config": self.resolved,
+            "teacher_round": round_,
+        }
+        path = self.run_dir / STUDENT_FILE
+        save_checkpoint(path, payload)
+        return path
+
     def _resumed_state(self) -> dict[str, object] | None:
         if not self.cfg.run.resume:
             return None
-        return load_checkpoint(
-            self.cfg.run.resume,
-            expect=checkpoint_identity(self.game, self.cfg),
-            required=("trainer",),
-        )
+        expect = checkpoint_identity(self.game, self.cfg)
+        network = expect.pop("network")
+        state = load_checkpoint(self.cfg.run.resume, expect=expect, required=("trainer", "network"))
+        # a checkpoint written before a network option existed was written with its default
+        saved = {**NETWORK_DEFAULTS, **state["network"]}
+        if saved != network:
+            raise CheckpointError(
+                f"{self.cfg.run.resume}: checkpoint is for network {saved!r}, expected {network!r}"
+            )
+        return state
 
     def _tracker(self, trainer: DeepCFRTrainer, resume_run_id: str | None, resumed: bool):
         cfg = self.cfg

@@ -28,7 +28,7 @@ register_configs()  # the schemas conf/train.yaml composes against
 
 def test_every_field_of_config_py_declares_a_rule():
     keys = list(RULES)
-    assert len(keys) == len(set(keys)) == 112
+    assert len(keys) == len(set(keys)) == 129
     assert {c.key for c in CROSS_RULES} <= set(keys)
 
 
@@ -87,7 +87,11 @@ BAD_VALUES: dict[str, list[str]] = {
 
 REJECTED_BY_HYDRA = {"true or false"}
 
-NEEDS = {"compile": ["+compile=trainer"], "experiment": ["+experiment=compile_ab"]}
+NEEDS = {
+    "compile": ["+compile=trainer"],
+    "experiment": ["+experiment=compile_ab"],
+    "teacher": ["+teacher=search"],
+}
 """Overrides that make an optional section present."""
 
 CROSS_CASES: dict[str, list[str]] = {
@@ -100,6 +104,7 @@ CROSS_CASES: dict[str, list[str]] = {
     "traversal.initial_strategy": ["game=kuhn", "traversal.initial_strategy=lost_cities_heuristic"],
     "optim.augment_symmetries": ["game=kuhn", "optim.augment_symmetries=true"],
     "traversal.action_values": ["game=leduc", "traversal.action_values=learned"],
+    "teacher.rounds": ["game=kuhn", "+teacher=search"],
     "experiment.arm": ["+experiment=compile_ab", "experiment.arm=2"],
     "experiment.baseline": ["+experiment=amp_ab", "experiment.baseline=3"],
     "compile.mode": ["+compile=inference", "compile.mode=reduce-overhead"],

@@ -318,6 +318,26 @@ def earlier_agent(agent: AgentView, kind: str, iteration: int, seed: int) -> Age
 
 
 def _typed(schema, container: dict):
+    """``container`` (a file's saved config) typed by ``schema``. Keys the schema no longer
+    has are dropped: an agent file written before a setting moved or was retired (e.g.
+    ``traversal.num_workers``, now ``executor.num_workers``) still plays, as settings of
+    how a run was computed do not change what its agent plays."""
     from omegaconf import OmegaConf
 
-    return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(schema), container))
+    structured = OmegaConf.structured(schema)
+    return OmegaConf.to_object(OmegaConf.merge(structured, _known(structured, container)))
+
+
+def _known(structured, container):
+    """``container`` without the keys ``structured`` (an OmegaConf node) lacks, recursively."""
+    from omegaconf import DictConfig
+
+    if not isinstance(container, dict) or not isinstance(structured, DictConfig):
+        return container
+    if structured._is_none() or structured._is_missing():
+        return container  # an absent optional section: nothing to check it against
+    return {
+        key: _known(structured._get_node(key), value)
+        for key, value in container.items()
+        if key in structured
+    }

@@ -40,6 +40,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -170,6 +171,21 @@ def agent_steps(
         live = [i for i in live if not games[i].is_terminal]
 
 
+class SearchDecision(NamedTuple):
+    """One searched decision: ``candidates`` int (k,) the legal actions searched, the kept
+    move first; ``values`` float64 (redeals, k): each candidate's playout return (score
+    difference) on each redeal, None when there was only one candidate; ``pick``: the
+    index in ``candidates`` of the move played."""
+
+    candidates: np.ndarray
+    values: np.ndarray | None
+    pick: int
+
+    @property
+    def move(self) -> int:
+        return int(self.candidates[self.pick])
+
+
 class SearchAgent:
     """PIMC one-step lookahead (module docstring) on top of ``blueprint`` (an agent of
     lostcities/eval/agents.py, or None: all legal actions are candidates, ties to the
@@ -194,6 +210,18 @@ class SearchAgent:
         self.decisions = 0
 
     def probs(self, games, players, features, masks, states) -> np.ndarray:
+        decisions, _ = self.decide(games, players, features, masks, states)
+        out = np.zeros(masks.shape)
+        for row, decision in enumerate(decisions):
+            out[row, decision.move] = 1.0
+        return out
+
+    def decide(
+        self, games, players, features, masks, states
+    ) -> tuple[list[SearchDecision], np.ndarray]:
+        """The search of each row (the arguments of ``probs``): one
+        :class:`SearchDecision` per row, and the blueprint's probabilities (n, A) (zeros
+        without a blueprint)."""
         start = time.perf_counter()
         cfg = self.config
         if self.blueprint is not None:
@@ -242,18 +270,18 @@ class SearchAgent:
             values = heuristic_playouts(lines, viewers, keys, cfg.rollout_play)
         else:
             values = agent_playouts(lines, viewers, keys, self.blueprint, line_games)
-        out = np.zeros(masks.shape)
+        decisions = []
         for row, (ranked, first) in enumerate(plans):
             if len(ranked) == 1:
-                out[row, ranked[0]] = 1.0
+                decisions.append(SearchDecision(ranked, None, 0))
                 continue
             block = values[first : first + cfg.determinizations * len(ranked)]
             block = block.reshape(cfg.determinizations, len(ranked))  # (redeals, candidates)
             learned = None if advantages is None else advantages[row, ranked]  # (candidates,)
-            out[row, ranked[self._pick(block, learned)]] = 1.0
+            decisions.append(SearchDecision(ranked, block, self._pick(block, learned)))
         self.decisions += len(games)
         self.seconds += time.perf_counter() - start
-        return out
+        return decisions, blueprint_probs
 
     def _pick(self, values: np.ndarray, learned: np.ndarray | None = None) -> int:
         """Index of the candidate to play from values (redeals, candidates) and the

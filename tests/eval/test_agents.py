@@ -171,3 +171,23 @@ def test_checkpoint_agents_reject_a_checkpoint_without_iteration_nets(
     assert set(agents_from_checkpoint(old, ["policy", "current"])) == {"policy", "current"}
     with pytest.raises(ValueError, match="sdcfr is unavailable"):
         agents_from_checkpoint(old, ["sdcfr"])
+
+
+def test_an_agent_file_with_retired_settings_still_plays(lost_cities_checkpoint, tmp_path):
+    """A file written before settings moved (traversal.num_workers became
+    executor.num_workers) plays as it did: settings the schema no longer has are dropped."""
+    agent_file = lost_cities_checkpoint.parent.parent / "agent.pt"
+    state = load_checkpoint(agent_file)
+    state["config"]["traversal"] = {
+        **state["config"]["traversal"],
+        "executor": "processes",
+        "num_workers": 2,
+    }
+    state["config"]["retired_section"] = {"anything": 1}
+    old = tmp_path / "old_agent.pt"
+    save_checkpoint(old, state)
+    game = LostCitiesGame.from_seed(2)
+    args = (np.array([3]), np.zeros(1, np.int8), game.encode(0)[None], game.legal_mask()[None])
+    now, before = agents_from_checkpoint(agent_file, seed=1), agents_from_checkpoint(old, seed=1)
+    for kind, agent in now.items():
+        assert np.array_equal(agent.probs(*args), before[kind].probs(*args))

@@ -8,6 +8,11 @@ trainer merges each slice into its memories as it arrives and never holds a whol
 iteration's samples. Every random number of a traversal is keyed by its ID, so which
 process ran it, with which neighbours, cannot change its result. ``run``'s optional
 ``on_progress(done)`` hears how many results are in, for a progress display.
+
+The same pool also runs other work keyed by ID (lostcities/cfr/executors/tasks.py): the
+IDs are then a task's (e.g. ``TeacherGameId``) and the payload in sigma's place a
+:class:`~lostcities.cfr.executors.tasks.TaskPayload`, whose snapshot names the task a
+worker builds; its results come back in ID order as traversals' do.
 """
 
 from __future__ import annotations
@@ -41,6 +46,12 @@ class Executor(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+def payload_key(payload) -> tuple[str, int]:
+    """What a worker holds, so a payload is sent once per worker: sigma's version, or a
+    task payload's; the kind keeps the two apart."""
+    return (type(payload).__name__, payload.version)
 
 
 def run_all(

@@ -1,13 +1,16 @@
 """The inline executor: the traversals run in the trainer's process, on the sigma the
 trainer passes (its own), in slices so that a long call reports progress and its
-samples reach the memories as it goes."""
+samples reach the memories as it goes. A task payload's IDs (lostcities/cfr/executors/
+tasks.py) run here the same way, on the task built from the payload's snapshot."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterator
 
+from lostcities.cfr.executors.contract import payload_key
 from lostcities.cfr.executors.scheduler import MAX_AUTO_CHUNK
+from lostcities.cfr.executors.tasks import build_task, is_traversal
 from lostcities.cfr.policy import AdvantagePolicy
 from lostcities.cfr.traversal import (
     TraversalId,
@@ -34,6 +37,7 @@ class InlineExecutor:
         self.prototype = make_game(spec.game).prototype
         self._sigma: AdvantagePolicy | None = None
         self._traverser = None
+        self._task: tuple[tuple[str, int], object] | None = None  # (payload_key, task)
 
     @property
     def description(self) -> str:
@@ -53,10 +57,16 @@ class InlineExecutor:
         on_progress: Callable[[int], None] | None = None,
     ) -> Iterator[list[TraversalResult]]:
         # In slices of ~1% (at most MAX_AUTO_CHUNK): the results do not change.
-        traverser = self.traverser(sigma)
+        if is_traversal(ids):
+            traverser = self.traverser(sigma)
+            run = lambda chunk: run_traversals(traverser, chunk)  # noqa: E731
+        else:  # a task payload in sigma's place
+            if self._task is None or self._task[0] != payload_key(sigma):
+                self._task = (payload_key(sigma), build_task(sigma.snapshot()))
+            run = self._task[1].run
         step = max(1, min(MAX_AUTO_CHUNK, math.ceil(len(ids) / PROGRESS_STEPS)))
         for i in range(0, len(ids), step):
-            yield run_traversals(traverser, ids[i : i + step])
+            yield run(ids[i : i + step])
             if on_progress is not None:
                 on_progress(min(i + step, len(ids)))
 

@@ -19,6 +19,7 @@ import weakref
 from collections import deque
 from multiprocessing.connection import Connection, wait
 
+from lostcities.cfr.executors.contract import payload_key
 from lostcities.cfr.executors.scheduler import ChunkedExecutor
 from lostcities.cfr.executors.worker import TraversalWorker
 from lostcities.cfr.traversal import TraversalId, TraversalResult, TraversalSpec
@@ -63,7 +64,7 @@ class _Worker:
         )
         self.process.start()
         child.close()  # the parent keeps one end: EOF reaches the worker if the parent dies
-        self.version = -1  # sigma version this worker holds
+        self.version: tuple[str, int] | None = None  # payload_key of what it holds
         self.chunk: int | None = None  # index of the chunk in flight, in its run call
         self.attempt = 0
 
@@ -145,11 +146,11 @@ class ProcessExecutor(ChunkedExecutor):
                 worker = self._replace(index, worker.cause_of_death())
             chunk_index, attempt = pending.popleft()
             try:
-                if worker.version != sigma.version:
+                if worker.version != payload_key(sigma):
                     if not snapshot:
                         snapshot.append(sigma.snapshot())
                     worker.conn.send(("policy", snapshot[0]))
-                    worker.version = sigma.version
+                    worker.version = payload_key(sigma)
                 self._task += 1
                 worker.conn.send(("run", self._task, chunks[chunk_index]))
             except (BrokenPipeError, OSError):

@@ -30,7 +30,7 @@ from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from lostcities.cfr.executors.contract import WorkerError
+from lostcities.cfr.executors.contract import WorkerError, payload_key
 from lostcities.cfr.executors.scheduler import ChunkedExecutor
 from lostcities.cfr.executors.worker import TraversalWorker
 from lostcities.cfr.traversal import TraversalId, TraversalResult, TraversalSpec
@@ -57,7 +57,7 @@ def _ray():
 class _Actor:
     handle: object  # ray.actor.ActorHandle of a TraversalWorker
     pid: int | None = None
-    version: int = -1  # sigma version it holds
+    version: tuple[str, int] | None = None  # payload_key of what it holds
     chunk: int | None = None  # index of the chunk in flight, in its run call
     attempt: int = 0
     ref: object = None  # ObjectRef of the chunk's results
@@ -153,7 +153,7 @@ class RayExecutor(ChunkedExecutor):
             TraversalWorker
         )
         self.actors = [self._new_actor() for _ in range(self.num_workers)]
-        self._weights: tuple[int, object] | None = None  # (sigma version, ObjectRef)
+        self._weights: tuple[tuple[str, int], object] | None = None  # (payload_key, ObjectRef)
         self._finalizer = weakref.finalize(self, _kill_all, self.actors, self.connected)
         self._await_pids(self.actors)
 
@@ -188,8 +188,8 @@ class RayExecutor(ChunkedExecutor):
 
     def _weights_ref(self, ray, sigma) -> object:
         """Sigma's weights in the object store, put once per sigma version."""
-        if self._weights is None or self._weights[0] != sigma.version:
-            self._weights = (sigma.version, ray.put(sigma.snapshot()))
+        if self._weights is None or self._weights[0] != payload_key(sigma):
+            self._weights = (payload_key(sigma), ray.put(sigma.snapshot()))
         return self._weights[1]
 
     def _dispatch(
@@ -204,10 +204,10 @@ class RayExecutor(ChunkedExecutor):
             if actor.abandoned:
                 actor = self._replace(actor, "its chunk was abandoned")
             chunk_index, attempt = pending.popleft()
-            if actor.version != sigma.version:
+            if actor.version != payload_key(sigma):
                 # an actor runs its tasks in submission order: the weights load first
                 actor.handle.load.remote(self._weights_ref(ray, sigma))
-                actor.version = sigma.version
+                actor.version = payload_key(sigma)
             actor.ref = actor.handle.run.remote(chunks[chunk_index])
             actor.chunk, actor.attempt = chunk_index, attempt
 

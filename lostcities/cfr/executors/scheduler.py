@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 
 from lostcities.cfr.executors.contract import WorkerError
 from lostcities.cfr.policy import AdvantagePolicy
-from lostcities.cfr.traversal import VALUE, TraversalId, TraversalResult
+from lostcities.cfr.traversal import REGRET, VALUE, TraversalId, TraversalResult
 
 TASKS_PER_WORKER = 4  # automatic chunk size: about this many chunks per worker and call
 # ... and at most this many traversals: a Lost Cities rollout traversal sends ~0.35 MB of
@@ -27,7 +27,7 @@ log = logging.getLogger(__name__)
 def describe_ids(ids: list[TraversalId]) -> str:
     """A chunk's IDs in one short phrase: chunks are consecutive indices of one (t, p)."""
     first, last = ids[0], ids[-1]
-    what = "value traversal" if first.kind == VALUE else "traversal"
+    what = {VALUE: "value traversal", REGRET: "traversal"}.get(first.kind, first.kind)
     if len(ids) == 1:
         return f"{what} ID {first.key}"
     return f"{what} IDs {first.key}..{last.key} ({len(ids)} IDs)"

@@ -1,7 +1,9 @@
 """A traversal worker: what runs in a spawned process or a Ray actor, rebuilt from a
 :class:`lostcities.cfr.traversal.TraversalSpec` alone (configs and plain values), with one
 torch thread and the run's determinism settings. Its sigma is replaced by each weight
-snapshot it is sent (one per iteration and player)."""
+snapshot it is sent (one per iteration and player); a task payload's snapshot
+(lostcities/cfr/executors/tasks.py) makes it build that task, which then runs the chunks
+of the task's IDs."""
 
 from __future__ import annotations
 
@@ -9,11 +11,10 @@ import os
 
 import torch
 
+from lostcities.cfr.executors.tasks import build_task, is_task_snapshot, is_traversal
 from lostcities.cfr.networks import build_network, value_network
 from lostcities.cfr.policy import AdvantagePolicy
 from lostcities.cfr.traversal import (
-    TraversalId,
-    TraversalResult,
     TraversalSpec,
     run_traversals,
     traverser_of,
@@ -47,13 +48,23 @@ class TraversalWorker:
         torch.set_num_threads(1)
         apply_determinism(spec.determinism)
         self.traverser, self.sigma, self.new_net, self.new_value_net = build_worker_traverser(spec)
+        self.task = None  # the task of the last task payload, if any
 
     def load(self, snapshot: dict) -> None:
-        """Play sigma as ``snapshot`` (AdvantagePolicy.snapshot) describes it."""
-        self.sigma.load_snapshot(snapshot, self.new_net, self.new_value_net)
+        """Play sigma as ``snapshot`` (AdvantagePolicy.snapshot) describes it, or build the
+        task a task payload's snapshot names."""
+        if is_task_snapshot(snapshot):
+            self.task = build_task(snapshot)
+        else:
+            self.sigma.load_snapshot(snapshot, self.new_net, self.new_value_net)
 
-    def run(self, ids: list[TraversalId]) -> list[TraversalResult]:
-        return run_traversals(self.traverser, ids)
+    def run(self, ids: list) -> list:
+        """Results of ``ids`` in order: traversals (TraversalId), or the loaded task's."""
+        if is_traversal(ids):
+            return run_traversals(self.traverser, ids)
+        if self.task is None:
+            raise RuntimeError(f"a chunk of {ids[0].kind} IDs reached a worker with no task")
+        return self.task.run(ids)
 
     def pid(self) -> int:
         """The process this worker runs in (a Ray actor's is not known otherwise)."""
