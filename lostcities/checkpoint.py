@@ -29,8 +29,9 @@ import os
 import re
 import tempfile
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 import torch
@@ -130,13 +131,23 @@ def save_checkpoint(path: str | os.PathLike[str], payload: Mapping[str, object])
     data: dict[str, object] = {"format": FORMAT, "version": FORMAT_VERSION}
     data.update(_safe(dict(payload), "payload"))  # type: ignore[arg-type]
 
+    write_atomically(path, lambda f: torch.save(data, f))
+
+
+def write_atomically(path: str | os.PathLike[str], write: Callable[[BinaryIO], None]) -> None:
+    """Write a file of the run atomically: ``write(f)`` fills a temporary file beside
+    ``path`` (parent created), which is fsynced and then renamed over ``path``, so a reader
+    sees the old file or the whole new one; a failure removes the temporary file and an
+    OSError becomes :class:`CheckpointWriteError` (a run ends on it in one line). Ctrl-C
+    waits until the file is written."""
+    path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     # Same directory as the target: os.replace is only atomic within one file system.
     with deferred_interrupts():  # an interrupt inside torch.save's zip writer breaks it
         fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
         try:
             with os.fdopen(fd, "wb") as f:
-                torch.save(data, f)
+                write(f)
                 f.flush()
                 os.fsync(f.fileno())  # the bytes are on disk before the rename makes them visible
             os.replace(tmp_name, path)

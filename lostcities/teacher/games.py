@@ -16,7 +16,6 @@ are per-row under ``determinism=strict``).
 
 from __future__ import annotations
 
-import io
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +26,7 @@ import torch
 
 from lostcities.cfr.networks import build_network
 from lostcities.cfr.policy import NetworkForward, masked_softmax
+from lostcities.checkpoint import write_atomically
 from lostcities.config import NetworkConfig
 from lostcities.eval.agents import PolicyAgent
 from lostcities.eval.search import SearchAgent, SearchConfig
@@ -167,24 +167,16 @@ COLUMNS = ("states", "masks", "players", "candidates", "means", "errors", "prior
 
 def save_games(path: str | os.PathLike[str], games: list[TeacherGame]) -> Path:
     """Write ``games`` to ``path`` (.npz): the decisions' columns, game after game, with
-    ``round`` and ``game`` naming each row's game and ``scores`` (games, 2). Atomic: a
-    temporary file, fsynced, then renamed over the target."""
+    ``round`` and ``game`` naming each row's game and ``scores`` (games, 2); atomically
+    (lostcities/checkpoint.py write_atomically)."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     columns = {name: np.concatenate([getattr(g, name) for g in games]) for name in COLUMNS}
     for word, column in (("round", 0), ("game", 1)):
         columns[word] = np.concatenate(
             [np.full(len(g.masks), g.id.key[column], dtype=np.int32) for g in games]
         )
     columns["scores"] = np.array([g.scores for g in games], dtype=np.int16)
-    buffer = io.BytesIO()
-    np.savez_compressed(buffer, **columns)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
-        f.write(buffer.getvalue())
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    write_atomically(path, lambda f: np.savez_compressed(f, **columns))
     return path
 
 

@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import time
 from collections.abc import Callable
 from dataclasses import asdict
@@ -51,6 +50,7 @@ from lostcities.cfr.executors.contract import ordered_results
 from lostcities.cfr.executors.tasks import TaskPayload
 from lostcities.cfr.networks import build_network
 from lostcities.cfr.traversal import TraversalSpec
+from lostcities.checkpoint import write_atomically
 from lostcities.config import TeacherConfig
 from lostcities.eval.match import MatchResult, play_match
 from lostcities.eval.players import AgentPlayer
@@ -190,7 +190,7 @@ class TeacherStage:
         if not path.exists():
             return []
         saved = json.loads(path.read_text())
-        settings = {k: v for k, v in asdict(self.cfg).items() if k != "rounds"}
+        settings = self.settings()
         if saved["settings"] != settings:
             changed = sorted(k for k in settings if saved["settings"].get(k) != settings[k])
             raise ValueError(
@@ -200,12 +200,12 @@ class TeacherStage:
         return saved["rounds"]
 
     def write_rounds(self, rounds: list[dict]) -> None:
-        settings = {k: v for k, v in asdict(self.cfg).items() if k != "rounds"}
-        text = json.dumps({"settings": settings, "rounds": rounds}, indent=1)
-        path = self.rounds_path()
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(text)
-        os.replace(tmp, path)
+        text = json.dumps({"settings": self.settings(), "rounds": rounds}, indent=1)
+        write_atomically(self.rounds_path(), lambda f: f.write(text.encode()))
+
+    def settings(self) -> dict:
+        """The teacher settings a round is played with (all but how many rounds)."""
+        return {k: v for k, v in asdict(self.cfg).items() if k != "rounds"}
 
     def round(self, round_: int, current: dict) -> tuple[dict[str, float], dict]:
         cfg = self.cfg
