@@ -229,7 +229,8 @@ class TrainingRun:
             trainer.device,
             self.run_dir,
             lambda weights, round_: self._write_student(trainer, weights, round_),
-            lambda metrics, step: tracker.log_metrics(metrics, step=step),
+            # round r after the run's T iterations: step T + r, one row per step
+            lambda metrics, round_: tracker.log_metrics(metrics, step=trainer.iteration + round_),
             progress.header if progress.enabled else lambda line: print(line, flush=True),
             cfg.optim.augment_symmetries,
             progress.phase if progress.enabled else None,

@@ -22,15 +22,17 @@ network; each round r:
    run's agent file with the student as its policy net), which evaluate, arena and play
    take like any other (``--agents policy``, with or without ``--search``).
 
-Every round logs ``teacher/*`` metrics at step r: each match's win rate, its standard
-error and score difference, the data's size, the student's loss and steps, whether it
-was accepted, and the seconds of each phase.
+Every round logs ``teacher/*`` metrics (the run logs round r at step T + r, after its T
+iterations): each match's win rate, its standard error and score difference, the data's
+size, the student's loss and steps, whether it was accepted, and the seconds of each
+phase.
 
 A finished round is recorded in ``teacher/rounds.json`` (with the settings it was played
 with). A run started again in the same run directory (``hydra.run.dir``, with
 ``run.resume`` of the run's last checkpoint and a larger ``teacher.rounds``) continues
 after its finished rounds: their data is read back and the current agent is the last
-accepted student (``student.pt``).
+accepted student (``student.pt``); the finished rounds' metrics, kept in the rounds file,
+are logged again, so the run's metrics file and MLflow run hold every round.
 """
 
 from __future__ import annotations
@@ -91,8 +93,8 @@ def passes_gate(result: MatchResult, margin: float) -> bool:
 class TeacherStage:
     """The rounds of the module docstring, for the run of ``spec`` (its network, seed,
     turn cap and batch invariance). ``write_agent(weights, round)``: write the
-    agent file of an accepted student (its policy net's weights); ``log(metrics, step)``:
-    the tracker's; ``say(line)``: a line for the user; ``progress(phase, done, total)``:
+    agent file of an accepted student (its policy net's weights); ``log(metrics, round)``:
+    log a round's metrics; ``say(line)``: a line for the user; ``progress(phase, done, total)``:
     the run's progress display (None: none)."""
 
     def __init__(
@@ -161,6 +163,7 @@ class TeacherStage:
         current = {k: v.detach().cpu().clone() for k, v in start.items()}
         for record in done:
             self.data.append(load_games(self.data_path(record["round"])))
+            self.log(record["metrics"], record["round"])
         if done:
             self.say(
                 f"teacher stage: rounds 1..{len(done)} done, continuing with round {len(done) + 1}"
@@ -172,7 +175,8 @@ class TeacherStage:
             except TeacherStopped as stop:
                 self.say(str(stop))
                 break
-            done.append({"round": round_, "accepted": bool(metrics["teacher/accepted"])})
+            accepted = bool(metrics["teacher/accepted"])
+            done.append({"round": round_, "accepted": accepted, "metrics": metrics})
             self.write_rounds(done)
             last = metrics
         return last

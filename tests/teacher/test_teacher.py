@@ -150,7 +150,7 @@ TEACHER_TINY = [
 def test_a_round_end_to_end(tmp_path):
     rows = train_run([*LOST_CITIES_TINY, *TEACHER_TINY, "teacher.gate_margin=0"], tmp_path)
     (teacher,) = [r for r in rows if "teacher/check/win_rate" in r]
-    assert teacher["step"] == 1
+    assert teacher["step"] == 3  # round 1 after the run's 2 iterations
     assert teacher["teacher/check/games"] == 8 and teacher["teacher/gate/games"] == 8
     data = load_games(tmp_path / "teacher" / "round_01.npz")
     assert [g.id for g in data] == [TeacherGameId(1, k) for k in range(4)]
@@ -181,7 +181,7 @@ def test_the_stage_runs_on_a_finished_runs_checkpoint(tmp_path, lost_cities_chec
     rows = train_run(
         [*LOST_CITIES_TINY, *TEACHER_TINY, f"run.resume={lost_cities_checkpoint}"], tmp_path
     )
-    assert [r["step"] for r in rows if "teacher/check/win_rate" in r] == [1]
+    assert [r["step"] for r in rows if "teacher/check/win_rate" in r] == [3]
     # the finished run's two iterations, carried over from its metrics file, and no more
     assert [r["step"] for r in rows if "loss/advantage" in r] == [1, 2]
 
@@ -196,7 +196,7 @@ def test_a_checkpoint_from_before_a_network_option_resumes(tmp_path, lost_cities
     old = tmp_path / "old.pt"
     save_checkpoint(old, state)
     rows = train_run([*LOST_CITIES_TINY, *TEACHER_TINY, f"run.resume={old}"], tmp_path / "run")
-    assert [r["step"] for r in rows if "teacher/check/win_rate" in r] == [1]
+    assert [r["step"] for r in rows if "teacher/check/win_rate" in r] == [3]
     with pytest.raises(Exception, match="checkpoint is for network"):
         train_run(
             [*LOST_CITIES_TINY, f"run.resume={old}", "network.normalize_last=true"],
@@ -222,7 +222,8 @@ def test_the_stage_continues_after_its_finished_rounds(tmp_path, lost_cities_che
         ]
 
     assert len(teacher_rows(whole)) == 2 and "teacher/gate/win_rate" in teacher_rows(whole)[-1]
-    assert teacher_rows(parts)[-1] == teacher_rows(whole)[-1]
+    assert teacher_rows(parts) == teacher_rows(whole)  # round 1's row logged again
+    assert [r["step"] for r in parts] == [1, 2, 3, 4]  # one row per step
     assert_same_games(
         load_games(tmp_path / "whole" / "teacher" / "round_02.npz"),
         load_games(tmp_path / "parts" / "teacher" / "round_02.npz"),
