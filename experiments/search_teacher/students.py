@@ -21,15 +21,12 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-import numpy as np
 import torch
 
-from lostcities.cfr.networks import build_network
 from lostcities.checkpoint import load_checkpoint, save_checkpoint
 from lostcities.config import AmpConfig, GameConfig, NetworkConfig, TeacherConfig
 from lostcities.games import make_game
 from lostcities.perf.step import TrainingStep
-from lostcities.rng import Purpose, stream_key
 from lostcities.teacher.games import load_games
 from lostcities.teacher.student import train_student
 
@@ -62,19 +59,11 @@ def main() -> None:
     for arm in args.arms.split(","):
         target, start = arm.split(":")
         cfg = replace(TeacherConfig(), target=target, student=start, passes=args.passes)
-        net = build_network(
-            network, game.encoding_size, game.num_actions,
-            seed=stream_key(seed, 1, 0, 0, Purpose.STUDENT),
-        )  # fmt: skip
-        if start == "continued":
-            net.load_state_dict(agent["policy_net"])
-        generator = np.random.Generator(np.random.PCG64(stream_key(seed, 1, 1, 0, Purpose.STUDENT)))
         began = time.perf_counter()
-        loss, steps = train_student(net, game, games, cfg, step, torch.device("cpu"), generator)
-        weights = {k: v.detach().cpu().clone() for k, v in step.weights(net).items()}
-        identity = {
-            k: state[k] for k in ("game", "encoding_size", "num_actions", "network", "seed")
-        }
+        weights, loss, steps = train_student(
+            game, network, seed, 1, agent["policy_net"], games, cfg, step, torch.device("cpu")
+        )  # round 1's student, as the stage makes it
+        identity = {k: state[k] for k in IDENTITY_KEYS}
         path = out / f"{target}_{start}.pt"
         save_checkpoint(
             path, {**identity, "agent": {**agent, "policy_net": weights}, "config": state["config"]}

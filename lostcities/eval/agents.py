@@ -228,10 +228,7 @@ def agents_from_checkpoint(
     invariant = cfg.determinism.batch_invariant_inference
     agents: dict[str, Agent] = {}
     if "policy" in kinds:
-        net = build_network(network, dim, actions, seed=0)
-        net.load_state_dict(trainer["policy_net"])
-        forward = NetworkForward(net.eval(), torch.device("cpu"), invariant)
-        agents["policy"] = PolicyAgent("policy", lambda f, m: masked_softmax(forward(f), m))
+        agents["policy"] = policy_agent(network, trainer["policy_net"], invariant)
     if "current" in kinds:
         last = [[w] for w in trainer["advantage_nets"]]
         dims = (dim, actions)
@@ -252,6 +249,19 @@ def agents_from_checkpoint(
         rule = cfg.traversal.initial_strategy
         agents["sigma1"] = StrategyAgent("sigma1", make_initial_strategy(rule), rule)
     return agents
+
+
+def policy_agent(
+    network: NetworkConfig, weights: dict, batch_invariant: bool, name: str = "policy"
+) -> PolicyAgent:
+    """A Lost Cities policy network's agent from its weights (a state dict of tensors or
+    numpy arrays), on the CPU."""
+    from lostcities.games import lost_cities_spec as spec
+
+    net = build_network(network, spec.ENCODING_SIZE, spec.NUM_ACTIONS, seed=0)
+    net.load_state_dict({k: torch.as_tensor(np.asarray(v)) for k, v in weights.items()})
+    forward = NetworkForward(net.eval(), torch.device("cpu"), batch_invariant)
+    return PolicyAgent(name, lambda features, masks: masked_softmax(forward(features), masks))
 
 
 def sdcfr_agent(

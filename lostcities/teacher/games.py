@@ -22,13 +22,10 @@ from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
-import torch
 
-from lostcities.cfr.networks import build_network
-from lostcities.cfr.policy import NetworkForward, masked_softmax
 from lostcities.checkpoint import write_atomically
 from lostcities.config import NetworkConfig
-from lostcities.eval.agents import PolicyAgent
+from lostcities.eval.agents import policy_agent
 from lostcities.eval.search import SearchAgent, SearchConfig
 from lostcities.games import lost_cities_spec as spec
 from lostcities.games.lost_cities import LostCitiesGame
@@ -78,16 +75,6 @@ def deal_seed(seed: int, game: TeacherGameId) -> int:
     return stream_key(seed, game.round, game.index, 0, Purpose.TEACHER_DEAL)
 
 
-def policy_agent(
-    network: NetworkConfig, weights: dict, batch_invariant: bool, name: str = "policy"
-) -> PolicyAgent:
-    """A policy network's agent from its weights (a state dict of tensors or arrays)."""
-    net = build_network(network, spec.ENCODING_SIZE, spec.NUM_ACTIONS, seed=0)
-    net.load_state_dict({k: torch.as_tensor(np.asarray(v)) for k, v in weights.items()})
-    forward = NetworkForward(net.eval(), torch.device("cpu"), batch_invariant)
-    return PolicyAgent(name, lambda features, masks: masked_softmax(forward(features), masks))
-
-
 class TeacherGames:
     """The task: built in a worker from a payload's config (``network``: NetworkConfig
     fields, ``weights``: the blueprint policy net's arrays, ``search``: SearchConfig
@@ -111,7 +98,7 @@ def play_teacher_games(
 ) -> list[TeacherGame]:
     """The searched agent in both seats of each game of ``ids`` (all stepped together: one
     search call per step over every game in flight); one record per game."""
-    k = max(1, search.config.candidates) if search.config.candidates else spec.NUM_ACTIONS
+    k = search.config.candidates or spec.NUM_ACTIONS  # 0: every legal action was searched
     games = [LostCitiesGame.from_seed(deal_seed(seed, gid), max_turns) for gid in ids]
     rows: list[list[tuple]] = [[] for _ in ids]
     live = [i for i, game in enumerate(games) if not game.is_terminal]

@@ -50,10 +50,10 @@ import torch
 from lostcities.cfr.executors import Executor
 from lostcities.cfr.executors.contract import ordered_results
 from lostcities.cfr.executors.tasks import TaskPayload
-from lostcities.cfr.networks import build_network
 from lostcities.cfr.traversal import TraversalSpec
 from lostcities.checkpoint import write_atomically
 from lostcities.config import TeacherConfig
+from lostcities.eval.agents import policy_agent
 from lostcities.eval.match import MatchResult, play_match
 from lostcities.eval.players import AgentPlayer
 from lostcities.eval.search import SearchAgent, SearchConfig
@@ -65,7 +65,6 @@ from lostcities.teacher.games import (
     TeacherGame,
     TeacherGameId,
     load_games,
-    policy_agent,
     save_games,
 )
 from lostcities.teacher.student import train_student
@@ -298,34 +297,22 @@ class TeacherStage:
 
     def student(self, round_: int, current: dict) -> tuple[dict, float, int]:
         """A student trained on the latest rounds' data; (weights, loss, steps)."""
-        cfg = self.cfg
-        net = build_network(
-            self.network,
-            self.game.encoding_size,
-            self.game.num_actions,
-            seed=stream_key(self.seed, round_, 0, 0, Purpose.STUDENT),
-        ).to(self.device)
-        if cfg.student == "continued":
-            net.load_state_dict(current)
-        games = [g for data in self.data[-cfg.data_rounds :] for g in data]
-        generator = np.random.Generator(
-            np.random.PCG64(stream_key(self.seed, round_, 1, 0, Purpose.STUDENT))
-        )
-        loss, steps = train_student(
-            net,
+        games = [g for data in self.data[-self.cfg.data_rounds :] for g in data]
+        return train_student(
             self.game,
+            self.network,
+            self.seed,
+            round_,
+            current,
             games,
-            cfg,
+            self.cfg,
             self.step,
             self.device,
-            generator,
             self.augment_symmetries,
             None
             if self.progress is None
             else lambda done, total: self._phase("student", done, total),
         )
-        weights = {k: v.detach().cpu().clone() for k, v in self.step.weights(net).items()}
-        return weights, loss, steps
 
     def save_data(self, round_: int, games: list[TeacherGame]) -> Path:
         """``teacher/round_RR.npz`` in the run directory (lostcities/teacher/games.py

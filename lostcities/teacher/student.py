@@ -24,11 +24,12 @@ import torch
 
 from lostcities.cfr.fitting import Fit, action_relabel, fit
 from lostcities.cfr.memory import ReservoirMemory
+from lostcities.cfr.networks import build_network
 from lostcities.cfr.targets import policy_loss
-from lostcities.config import TeacherConfig
+from lostcities.config import NetworkConfig, TeacherConfig
 from lostcities.games import GameSpec
 from lostcities.perf.step import TrainingStep
-from lostcities.rng import Stream
+from lostcities.rng import Purpose, Stream, stream_key
 from lostcities.teacher.games import TeacherGame
 
 
@@ -79,18 +80,32 @@ def decision_memory(game: GameSpec, games: Sequence[TeacherGame], targets: np.nd
 
 
 def train_student(
-    net: torch.nn.Module,
     game: GameSpec,
+    network: NetworkConfig,
+    seed: int,
+    round_: int,
+    current: dict,
     games: Sequence[TeacherGame],
     cfg: TeacherConfig,
     step: TrainingStep,
     device: torch.device,
-    generator: np.random.Generator,
     augment_symmetries: bool = True,
     progress=None,
-) -> tuple[float, int]:
-    """Fit ``net`` (fresh, or the blueprint's weights to continue) on ``games``' decisions
-    for ``cfg.passes`` passes; returns (the fit's final loss, its steps)."""
+) -> tuple[dict, float, int]:
+    """Round ``round_``'s student of the run seeded ``seed``: a ``network`` fresh (its
+    weights keyed by seed and round) or continued from ``current`` (the current agent's
+    policy weights), per ``cfg.student``, fitted on ``games``' decisions for
+    ``cfg.passes`` passes; returns (its weights on the CPU, the fit's final loss, steps)."""
+    net = build_network(
+        network,
+        game.encoding_size,
+        game.num_actions,
+        seed=stream_key(seed, round_, 0, 0, Purpose.STUDENT),
+    ).to(device)
+    if cfg.student == "continued":
+        net.load_state_dict(current)
+    key = stream_key(seed, round_, 1, 0, Purpose.STUDENT)  # the fit's minibatches
+    generator = np.random.Generator(np.random.PCG64(key))
     targets = teacher_targets(games, cfg.target, cfg.temperature, cfg.prior_weight)
     memory = decision_memory(game, games, targets)
     steps = max(1, math.ceil(cfg.passes * memory.size / cfg.batch_size))
@@ -107,5 +122,5 @@ def train_student(
     )
     optimizer = torch.optim.Adam(net.parameters(), lr=cfg.lr)
     loss = fit(net, optimizer, memory, how, generator, step, device, progress)
-    net.eval()
-    return loss, steps
+    weights = {k: v.detach().cpu().clone() for k, v in step.weights(net).items()}
+    return weights, loss, steps
